@@ -1,0 +1,72 @@
+"""`allot`: the command-line shell around lang, policy and webhook.
+
+Each sub-command lives in its own module of this package exposing
+`add_arguments(parser)` and `run(args) -> int`; modules import their heavy
+dependencies inside `run` so `allot check` never loads aiohttp.
+Exit codes: 0 ok, 1 findings/failures, 2 usage errors, 3 denied / does not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module under webhook.cli, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("check", "parse and type-check policy files"),
+    "fmt": ("fmt", "rewrite policy files in the canonical layout"),
+    "test": ("test", "run policy test cases"),
+    "eval": ("eval", "decide one admission request offline"),
+    "place": ("place", "ask the placement evaluator where a gang fits"),
+    "serve": ("serve", "run the admission webhook over HTTPS"),
+    "demo": ("demo", "run the webhook against the embedded demo cluster"),
+    "compile": ("compile", "emit webhook configurations, PriorityClasses and a bundle"),
+    "certs": ("certs", "generate a CA and a serving certificate"),
+    "bundle": ("bundle", "keygen / sign / verify policy bundles"),
+    "bench": ("bench", "benchmarks: check, eval, place, serve"),
+}
+
+
+class UsageError(Exception):
+    """A bad invocation: printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 with usage; keep that, no traceback
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, one sub-parser per command."""
+    parser = _Parser(prog="allot", description="Policy-as-code governance for GPU allocation on Kubernetes.")
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        sub = subs.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(f"webhook.cli.{module}")
+        mod.add_arguments(sub)
+        sub.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `allot` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"allot {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""`allot bench check|eval|place|serve`: benchmark commands that print figures and baseline ratios.
+
+Each benchmark lives in `webhook/cli/bench_<name>.py` with `add_arguments` and `run`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+BENCHES = {
+    "check": "parse and check a generated policy set of N blocks",
+    "eval": "per-decision latency, side by side with cedarpy",
+    "place": "gang queries and events on a synthetic hypercluster",
+    "serve": "webhook req/s and p99 against a bare aiohttp TLS floor",
+}
+
+
+def add_arguments(parser) -> None:
+    """One sub-parser per benchmark."""
+    subs = parser.add_subparsers(dest="bench", metavar="BENCH", parser_class=type(parser))
+    for name, help_text in BENCHES.items():
+        sub = subs.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(f"webhook.cli.bench_{name}")
+        mod.add_arguments(sub)
+        sub.set_defaults(_bench=mod.run)
+
+
+def run(args) -> int:
+    """Dispatch to the chosen benchmark."""
+    if not getattr(args, "_bench", None):
+        from webhook.cli import UsageError
+
+        raise UsageError("name a benchmark: " + ", ".join(BENCHES))
+    return args._bench(args)

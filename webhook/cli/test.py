@@ -1,0 +1,16 @@
+"""`allot test`: not built yet; says so and exits 2 instead of pretending."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(parser) -> None:
+    """No options yet."""
+    parser.add_argument("rest", nargs="*")
+
+
+def run(args) -> int:
+    """Report that the command does not exist yet."""
+    print("allot test: not implemented yet", file=sys.stderr)
+    return 2
