@@ -1,0 +1,78 @@
+"""Exact Kubernetes-style quantities (`80Gi`, `500m`, `0.25`, `1e3`) as integers, never floats."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+_SUFFIX = {
+    "": Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
+}
+_QUANTITY = re.compile(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:([eE][+-]?\d{1,3})|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?")
+
+
+class QuantityError(ValueError):
+    """The text is not a Kubernetes quantity."""
+
+
+def parse(text: str) -> Fraction:
+    """The exact value of a quantity string, e.g. `parse("1.5Gi") == 1610612736`."""
+    if not isinstance(text, str):
+        text = str(text)
+    m = _QUANTITY.fullmatch(text.strip())
+    if not m or len(text) > 64:
+        raise QuantityError(f"{text!r} is not a quantity (expected a number with an optional unit like 80Gi or 500m)")
+    sign, digits, exponent, suffix = m.groups()
+    value = Fraction(digits if not digits.endswith(".") else digits[:-1])
+    if exponent:
+        value *= Fraction(10) ** int(exponent[1:])
+    elif suffix:
+        value *= _SUFFIX[suffix]
+    return -value if sign == "-" else value
+
+
+def _ceil(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+def to_int(text: str) -> int:
+    """Whole units, rounded up like Kubernetes' `Value()` (bytes for memory)."""
+    return _ceil(parse(text))
+
+
+def to_milli(text: str) -> int:
+    """Thousandths, rounded up like Kubernetes' `MilliValue()` (milli-GPU for GPU amounts)."""
+    return _ceil(parse(text) * 1000)
+
+
+def format_bytes(n: int) -> str:
+    """The shortest exact binary form: 85899345920 -> '80Gi'."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = _SUFFIX[suffix]
+        if n and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+def format_milli(n: int) -> str:
+    """GPU amounts for people: 4000 -> '4', 250 -> '0.25', 1500 -> '1.5'."""
+    whole, frac = divmod(abs(n), 1000)
+    sign = "-" if n < 0 else ""
+    if frac == 0:
+        return f"{sign}{whole}"
+    return f"{sign}{whole}.{frac:03d}".rstrip("0")
