@@ -1,0 +1,51 @@
+"""Reading policy sets from disk: files or directories of `*.policy` files, as (path, text) pairs."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from webhook.cli import UsageError
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8 text; undecodable bytes become U+FFFD, which `lang.parse` reports as a located error."""
+    text = data.decode("utf-8", errors="replace")
+    return text[1:] if text.startswith("\ufeff") else text  # a BOM is not part of the policy
+
+
+def _read(path: pathlib.Path) -> str:
+    try:
+        return _decode(path.read_bytes())
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory") from None
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _files_under(directory: pathlib.Path) -> list[pathlib.Path]:
+    found: list[pathlib.Path] = []
+    for root, dirs, files in os.walk(directory, onerror=None):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # skip .git and friends
+        found.extend(pathlib.Path(root) / f for f in files if f.endswith(".policy"))
+    return sorted(found)
+
+
+def read_policy_sources(paths: list[str]) -> list[tuple[str, str]]:
+    """(path, text) for each file, or each `*.policy` under each directory (sorted); UsageError if missing."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for raw in paths:
+        path = pathlib.Path(raw)
+        if not path.exists():
+            raise UsageError(f"{raw}: no such file or directory")
+        files = _files_under(path) if path.is_dir() else [path]
+        for file in files:
+            key = str(file)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append((key, _read(file)))
+    return out
