@@ -7,9 +7,31 @@ Amounts are exact: GPU amounts and fractions in milli-GPU, memory in bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterator, Mapping
 
-EMPTY: Mapping[str, str] = {}
+
+class _EmptyMapping(Mapping):
+    """An immutable, hashable empty map: dataclasses reject unhashable defaults such as `{}`."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> str:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+EMPTY: Mapping[str, str] = _EmptyMapping()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,46 @@
+"""HAMi vGPU resources: `nvidia.com/gpumem` (MiB), `nvidia.com/gpumem-percentage`, `nvidia.com/gpucores`."""
+
+from __future__ import annotations
+
+from .common import BAD_FRACTION, MALFORMED, MIB, Bad, quantity
+
+GPUMEM = "nvidia.com/gpumem"
+GPUMEM_PCT = "nvidia.com/gpumem-percentage"
+GPUCORES = "nvidia.com/gpucores"
+KEYS = frozenset({GPUMEM, GPUMEM_PCT, GPUCORES})
+USE_GPUTYPE = "nvidia.com/use-gputype"  # pod annotation: comma list of acceptable card types
+
+
+def percent(value: object, path: str) -> int:
+    """A whole percentage 1..100 as milli of one device (HAMi takes integers)."""
+    try:
+        q = quantity(value)
+    except ValueError:
+        raise Bad(BAD_FRACTION, f"{path}: {value!r} is not a percentage (expected a whole number 1..100)") from None
+    if q <= 0 or q > 100 or (type(q) is not int and q.denominator != 1):
+        raise Bad(BAD_FRACTION, f"{path}: {value!r} is out of range (expected a whole number 1..100)")
+    return int(q) * 10
+
+
+def mebibytes(value: object, path: str) -> int:
+    """HAMi `gpumem` (a count of MiB per device) in bytes."""
+    try:
+        q = quantity(value)
+    except ValueError:
+        raise Bad(MALFORMED, f"{path}: {value!r} is not a number of MiB") from None
+    if q <= 0 or (type(q) is not int and q.denominator != 1):
+        raise Bad(MALFORMED, f"{path}: {value!r} is not a positive whole number of MiB")
+    return int(q) * MIB
+
+
+def share(cores: int | None, mem_pct: int | None, mem: int | None, device_memory: int | None) -> int | None:
+    """Milli share of one device: the largest of the core, memory-percentage and memory shares known."""
+    best = None
+    for s in (cores, mem_pct):
+        if s is not None and (best is None or s > best):
+            best = s
+    if mem is not None and device_memory:
+        s = min(1000, -((-mem * 1000) // device_memory))
+        if best is None or s > best:
+            best = s
+    return best
