@@ -1,0 +1,275 @@
+"""`allot test` I/O: find `*.test.yaml` files, read them strictly, compile each policy set once, run cases.
+
+A test file in directory D runs against the policy set made of every `*.policy` in D
+plus those in each ancestor of D up to (and including) the PATH root given.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from policy.testing import DEFAULT_NOW, Case, CaseResult, TestFile, run_case
+from webhook.cli import UsageError
+
+SUFFIX = ".test.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One test file and the root up to which ancestor policies join its set."""
+
+    path: pathlib.Path
+    root: pathlib.Path
+
+
+@dataclass(slots=True)
+class CaseOutcome:
+    """A case as reported: its file, its name and what happened."""
+
+    file: str
+    name: str
+    result: CaseResult
+
+    @property
+    def id(self) -> str:
+        """`file::name`, what --filter matches."""
+        return f"{self.file}::{self.name}"
+
+
+@dataclass(slots=True)
+class Run:
+    """Everything `allot test` observed, for the text, JUnit and coverage reports."""
+
+    outcomes: list[CaseOutcome] = field(default_factory=list)
+    file_errors: list[tuple[str, str]] = field(default_factory=list)  # (file, one-line message)
+    blocks: set[tuple[str, str]] = field(default_factory=set)  # (location, id) of governing blocks of sets used
+    exercised: set[tuple[str, str]] = field(default_factory=set)  # (location, id) seen in Decision.blocks
+
+    @property
+    def failed(self) -> int:
+        """Failed cases plus files that could not be read at all."""
+        return sum(not o.result.passed for o in self.outcomes) + len(self.file_errors)
+
+    @property
+    def passed(self) -> int:
+        """Cases that met every expectation."""
+        return sum(o.result.passed for o in self.outcomes)
+
+
+def display(path: pathlib.Path) -> str:
+    """A path relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(pathlib.Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def find_targets(paths: list[str]) -> list[Target]:
+    """Test files under each PATH (a directory searched recursively, or one test file)."""
+    targets: list[Target] = []
+    for raw in paths or ["."]:
+        p = pathlib.Path(raw)
+        if p.is_dir():
+            targets += [Target(f, p) for f in sorted(p.rglob("*" + SUFFIX)) if f.is_file()]
+        elif p.is_file():
+            if not p.name.endswith(SUFFIX):
+                raise UsageError(f"{raw}: not a test file (expected *{SUFFIX})")
+            targets.append(Target(p, p.parent))
+        else:
+            raise UsageError(f"{raw}: no such file or directory")
+    return targets
+
+
+def policy_files(target: Target) -> tuple[pathlib.Path, ...]:
+    """`*.policy` of the test file's directory and of its ancestors up to the root."""
+    root = target.root.resolve()
+    d = target.path.parent.resolve()
+    dirs = [d]
+    while d != root and root in d.parents:
+        d = d.parent
+        dirs.append(d)
+    return tuple(f for d in reversed(dirs) for f in sorted(d.glob("*.policy")) if f.is_file())
+
+
+def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Document path -> 1-based line, so schema errors point into the file."""
+    out = {} if out is None else out
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            out[path + (k.value,)] = k.start_mark.line + 1
+            _line_map(v, path + (k.value,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_map(item, path + (i,), out)
+    return out
+
+
+def _located(err: dict, lines: dict[tuple, int]) -> tuple[int, str]:
+    """The line and the dotted document path of one pydantic error (union tags dropped)."""
+    path: tuple = ()
+    for part in err["loc"]:
+        if path + (part,) in lines:
+            path += (part,)
+    dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    return lines.get(path, 1), dotted or "(top)"
+
+
+def load_test_file(path: pathlib.Path) -> TestFile:
+    """Parse and strictly validate one test file; ValueError carries `file:line: message` lines."""
+    shown = display(path)
+    text = path.read_text(encoding="utf-8")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise ValueError(f"{shown}:{(mark.line + 1) if mark else 1}: invalid YAML: {exc.problem}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise ValueError(f"{shown}:1: a test file is a mapping with `cases:`")
+    try:
+        return TestFile.model_validate(data)
+    except ValidationError as exc:
+        lines = _line_map(node)
+        msgs = []
+        for err in exc.errors():
+            line, where = _located(err, lines)
+            msg = f"{shown}:{line}: {where}: {err['msg']}"
+            if msg not in msgs:
+                msgs.append(msg)
+        raise ValueError("\n".join(msgs)) from None
+
+
+class _Clusters:
+    """Cluster states by file, parsed once; each case gets its own fresh snapshot."""
+
+    def __init__(self) -> None:
+        self._files: dict[pathlib.Path, list[dict]] = {}
+
+    def objects(self, spec: str | dict | None, base: pathlib.Path) -> list[dict]:
+        """The objects of an inline List or of a List file relative to `base`."""
+        if spec is None:
+            return []
+        if isinstance(spec, dict):
+            return _items(spec)
+        path = (base / spec).resolve()
+        if path not in self._files:
+            if not path.is_file():
+                raise ValueError(f"cluster file not found: {display(path)}")
+            docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+            self._files[path] = [o for d in docs for o in _items(d)]
+        return self._files[path]
+
+
+def _items(doc: Any) -> list[dict]:
+    if not isinstance(doc, dict):
+        raise ValueError("a cluster state is a Kubernetes List or object")
+    if isinstance(doc.get("items"), list):
+        return [o for o in doc["items"] if isinstance(o, dict)]
+    return [doc]
+
+
+class _Sets:
+    """Compiled policy sets by their file list: each set compiles once per run."""
+
+    def __init__(self, run: Run) -> None:
+        self._cache: dict[tuple, tuple[Any, str | None]] = {}
+        self._run = run
+
+    def get(self, files: tuple[pathlib.Path, ...], target: Target) -> tuple[Any, str | None]:
+        """(policy set, None) or (None, error message)."""
+        if files not in self._cache:
+            self._cache[files] = self._compile(files, target)
+        return self._cache[files]
+
+    def _compile(self, files: tuple[pathlib.Path, ...], target: Target) -> tuple[Any, str | None]:
+        if not files:
+            where = display(target.path.parent)
+            return None, f"no *.policy files in {where} or its ancestors up to {display(target.root)}"
+        try:
+            from lang import compile_policies
+        except ImportError:
+            return None, "the policy compiler is not built yet (lang.compile_policies is missing)"
+        sources = [(display(f), f.read_text(encoding="utf-8")) for f in files]
+        policy_set, diagnostics = compile_policies(sources)
+        errors = [d for d in diagnostics if getattr(d, "severity", "error") == "error"]
+        if policy_set is None or errors:
+            shown = "; ".join(str(d).splitlines()[0] for d in (errors or diagnostics)[:3])
+            return None, f"policy set does not compile: {shown or 'no diagnostics given'}"
+        for block in _governing(policy_set):
+            self._run.blocks.add((str(block.span), block.id))
+        return policy_set, None
+
+
+def _governing(policy_set: Any) -> list[Any]:
+    return [*policy_set.quotas, *policy_set.fractions, *policy_set.gangs, *policy_set.agents, *policy_set.rules]
+
+
+def _decider(policy_set: Any, objects: list[dict], now: float, mode: str | None):
+    """A fresh engine and snapshot per case, so reservations never leak between cases."""
+    try:
+        from policy.cluster import ClusterSnapshot
+        from policy.engine import Engine
+    except ImportError as exc:
+        raise RuntimeError(f"the policy engine is not built yet ({exc.name} is missing)") from None
+    engine = Engine(policy_set, mode_override=mode)
+    snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
+    return lambda review, mutate: engine.decide(review["request"], snapshot, now, mutate=mutate)
+
+
+def _selected(file: str, case: Case, pattern: str | None) -> bool:
+    if not pattern:
+        return True
+    ident = f"{file}::{case.name}"
+    return pattern in ident or fnmatch.fnmatchcase(ident, pattern)
+
+
+def run_targets(targets: list[Target], pattern: str | None = None) -> Run:
+    """Run every (selected) case of every target file."""
+    run, clusters = Run(), _Clusters()
+    sets = _Sets(run)
+    for target in targets:
+        shown = display(target.path)
+        try:
+            tf = load_test_file(target.path)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            if pattern is None or pattern in shown or fnmatch.fnmatchcase(shown, pattern):
+                run.file_errors.append((shown, str(exc)))
+            continue
+        cases = [c for c in tf.cases if _selected(shown, c, pattern)]
+        if not cases:
+            continue
+        policy_set, problem = sets.get(policy_files(target), target)
+        for case in cases:
+            run.outcomes.append(CaseOutcome(shown, case.name, _run_one(case, tf, target, policy_set, problem, clusters)))
+        if policy_set is not None:
+            where = {b.id: str(b.span) for b in _governing(policy_set)}
+            for o in run.outcomes[-len(cases):]:
+                if o.result.decision is not None:
+                    run.exercised.update((where[b], b) for b in o.result.decision.blocks if b in where)
+    return run
+
+
+def _run_one(case: Case, tf: TestFile, target: Target, policy_set: Any, problem: str | None, clusters: _Clusters) -> CaseResult:
+    if problem is not None:
+        return CaseResult(case.name, error=problem)
+    try:
+        spec = case.cluster if case.cluster is not None else tf.cluster
+        objects = clusters.objects(spec, target.path.parent)
+        now = case.now if case.now is not None else tf.now if tf.now is not None else DEFAULT_NOW
+        decide = _decider(policy_set, objects, float(now), case.mode)
+    except (ValueError, RuntimeError, OSError, yaml.YAMLError) as exc:
+        return CaseResult(case.name, error=str(exc).splitlines()[0])
+    except Exception as exc:  # a snapshot or engine constructor bug: a failed case, not a traceback
+        return CaseResult(case.name, error=f"{type(exc).__name__}: {exc}")
+    return run_case(case, decide)
