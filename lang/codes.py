@@ -1,0 +1,44 @@
+"""Stable diagnostic codes and their one-line descriptions (docs/language.md has the table)."""
+
+from __future__ import annotations
+
+CODES: dict[str, str] = {
+    # E00xx: reading and parsing
+    "E0001": "syntax error: unexpected token",
+    "E0002": "unexpected character",
+    "E0003": "unexpected end of file",
+    "E0004": "the file is not valid UTF-8",
+    "E0005": "too many syntax errors; the rest of the file was not parsed",
+    # E01xx: names and declarations
+    "E0101": "unknown subject field",
+    "E0102": "unknown GPU model",
+    "E0103": "unknown topology",
+    "E0104": "unknown topology level",
+    "E0105": "duplicate declaration",
+    "E0106": "statement given twice in one block",
+    "E0107": "more than one default priority",
+    "E0108": "unknown mode",
+    "E0109": "unknown verb or resource in an agents allow",
+    "E0110": "unknown option",
+    "E0111": "missing required statement",
+    "E0112": "`set` can only write labels[...] or annotations[...]",
+    "E0113": "message interpolates an unknown field",
+    "E0114": "statement not allowed here",
+    # E02xx: types
+    "E0201": "type mismatch",
+    "E0202": "malformed amount for this statement",
+    "E0203": "condition is not a boolean",
+    "E0204": "operator does not apply to this type",
+    # E03xx: meaning
+    "E0301": "condition can never be true",
+    "E0302": "per-model quota exceeds the quota's total",
+    "E0303": "fraction min is greater than max",
+    "E0304": "fraction bound outside (0, 1]",
+    "E0305": "value out of range",
+    "E0306": "borrow/lend without a cohort",
+    "E0307": "topology levels must be distinct and widest first",
+    # Wxxxx: warnings (do not fail `allot check`)
+    "W0301": "condition is always true",
+    "W0302": "cohort has a single member: nothing to borrow or lend",
+    "W0303": "a topology requirement can never win: a later one always matches too",
+}

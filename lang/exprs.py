@@ -1,0 +1,268 @@
+"""Type-check one AST expression and lower it to a typed `lang.ir` expression, collecting diagnostics.
+
+Numeric literals take the type of the side they are compared with: `gpus <= 0.25`
+becomes 250 milli-GPU, `gpu_memory >= 10Gi` becomes bytes. A literal alone is an INT.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from lang import ast, ir, quantity
+from lang.diagnostics import Diagnostic, error
+from lang.ir import Type
+from lang.span import Span
+
+NUMERIC = {Type.INT, Type.GPU, Type.FRACTION, Type.BYTES}
+_BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+@dataclass
+class Scope:
+    """Names an expression may refer to besides subject fields."""
+
+    gpus: set[str] = field(default_factory=set)
+    topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> level names
+    fields: dict[str, Type] = field(default_factory=lambda: dict(ir.SUBJECT_FIELDS))
+
+
+@dataclass(frozen=True, slots=True)
+class _Num:
+    """A numeric literal whose type the context decides."""
+
+    text: str
+    span: Span
+    negative: bool = False
+    type: Type = Type.NONE
+
+
+def coerce_number(text: str, typ: Type, span: Span, negative: bool = False) -> tuple[int | None, Diagnostic | None]:
+    """The exact integer of a literal for a field of type `typ` (milli-GPU, bytes or plain int)."""
+    try:
+        value = quantity.parse(text)
+    except quantity.QuantityError:
+        return None, error("E0202", f"`{text}` is not a number or quantity", span)
+    if negative:
+        value = -value
+    has_binary = text.endswith(_BINARY_UNITS)
+    if typ in (Type.GPU, Type.FRACTION):
+        if has_binary:
+            return None, error("E0201", f"`{text}` is a memory size, but a {typ.value} is expected", span, "GPU amounts are plain numbers like `8`, `0.25` or `500m`")
+        milli = value * 1000
+        if milli.denominator != 1:
+            return None, error("E0202", f"`{text}` is finer than one thousandth of a GPU", span, "GPU amounts are exact to 1m (0.001)")
+        return int(milli), None
+    if typ is Type.BYTES:
+        if value != 0 and not has_binary and not text[-1].isalpha():
+            return None, error("E0202", f"`{text}` has no unit; memory sizes need one", span, f"write `{text}Gi` or `{text}Mi`")
+        if value.denominator != 1:
+            return None, error("E0202", f"`{text}` is not a whole number of bytes", span)
+        return int(value), None
+    if typ is Type.INT:
+        if value.denominator != 1 or has_binary:
+            return None, error("E0202", f"`{text}` is not a whole number", span)
+        return int(value), None
+    return None, error("E0201", f"a number cannot be compared with a {typ.value}", span)
+
+
+class ExprLowerer:
+    """Lowers expressions against a Scope, appending diagnostics to `diags`."""
+
+    def __init__(self, scope: Scope, diags: list[Diagnostic]):
+        self.scope = scope
+        self.diags = diags
+
+    def err(self, code: str, message: str, span: Span, help: str | None = None) -> None:
+        self.diags.append(error(code, message, span, help))
+
+    # ---- entry points ------------------------------------------------------
+
+    def condition(self, e: ast.Expr) -> ir.Expr | None:
+        """A boolean expression (`for`, `when`, `identity`)."""
+        out = self.settle(self.lower(e))
+        if out is not None and out.type is not Type.BOOL:
+            self.err("E0203", f"this condition is a {out.type.value}, not a boolean", e.span, "compare it, e.g. `gpus > 0`")
+            return None
+        return out
+
+    def value(self, e: ast.Expr) -> ir.Expr | None:
+        """Any expression, numeric literals defaulting to INT."""
+        return self.settle(self.lower(e))
+
+    def settle(self, x):
+        if isinstance(x, _Num):
+            return self.literal(x, Type.INT)
+        return x
+
+    def literal(self, n: _Num, typ: Type) -> ir.Lit | None:
+        value, diag = coerce_number(n.text, typ, n.span, n.negative)
+        if diag:
+            self.diags.append(diag)
+            return None
+        return ir.Lit(value, typ, n.span)
+
+    # ---- per node ----------------------------------------------------------
+
+    def lower(self, e: ast.Expr):
+        method = getattr(self, "_" + type(e).__name__)
+        return method(e)
+
+    def _Paren(self, e: ast.Paren):
+        return self.lower(e.item)
+
+    def _Str(self, e: ast.Str):
+        return ir.Lit(e.value, Type.STRING, e.span)
+
+    def _Num(self, e: ast.Num):
+        return _Num(e.text, e.span)
+
+    def _Const(self, e: ast.Const):
+        return ir.Lit(e.value, Type.NONE if e.value is None else Type.BOOL, e.span)
+
+    def _Path(self, e: ast.Path):
+        name = e.dotted
+        if name in self.scope.fields:
+            return ir.Field(name, self.scope.fields[name], e.span)
+        if e.parts[0] in self.scope.topologies and len(e.parts) == 2:
+            levels = self.scope.topologies[e.parts[0]]
+            if e.parts[1] not in levels:
+                self.err("E0104", f"topology `{e.parts[0]}` has no level `{e.parts[1]}`", e.span, "levels: " + ", ".join(levels))
+                return None
+            return ir.Lit((e.parts[0], e.parts[1]), Type.LEVEL, e.span)
+        if len(e.parts) == 1 and name in self.scope.gpus:
+            return ir.Lit(name, Type.STRING, e.span)  # `gpu_model == h100` reads as the model's name
+        self.err("E0101", f"unknown field `{name}`", e.span, self._suggest(name))
+        return None
+
+    def _suggest(self, name: str) -> str | None:
+        if "-" in name and all(p in self.scope.fields for p in name.split("-") if p):
+            return "to subtract, put spaces around `-`: " + " - ".join(name.split("-"))
+        close = difflib.get_close_matches(name, list(self.scope.fields) + list(self.scope.topologies), n=1)
+        return f"did you mean `{close[0]}`?" if close else None
+
+    def _IndexExpr(self, e: ast.IndexExpr):
+        target = self.settle(self.lower(e.target))
+        if target is None:
+            return None
+        if target.type is not Type.MAP:
+            self.err("E0204", f"only maps can be indexed; this is a {target.type.value}", e.target.span)
+            return None
+        return ir.Index(target, e.key.value, e.span)
+
+    def _HasExpr(self, e: ast.HasExpr):
+        target = self.settle(self.lower(e.target))
+        return None if target is None else ir.Has(target, e.span)
+
+    def _NotExpr(self, e: ast.NotExpr):
+        item = self._bool(e.item)
+        return None if item is None else ir.Not(item, e.span)
+
+    def _BoolOp(self, e: ast.BoolOp):
+        items = [self._bool(i) for i in e.items]
+        if any(i is None for i in items):
+            return None
+        flat: list[ir.Expr] = []
+        cls = ir.And if e.op == "and" else ir.Or
+        for i in items:  # `a and (b and c)` is one And: the engine short-circuits over a flat tuple
+            flat.extend(i.items if isinstance(i, cls) else (i,))
+        return cls(tuple(flat), e.span)
+
+    def _bool(self, e: ast.Expr):
+        x = self.settle(self.lower(e))
+        if x is not None and x.type is not Type.BOOL:
+            self.err("E0203", f"expected a boolean here, found a {x.type.value}", e.span)
+            return None
+        return x
+
+    def _NegExpr(self, e: ast.NegExpr):
+        x = self.lower(e.item)
+        if isinstance(x, _Num):
+            return _Num(x.text, e.span, not x.negative)
+        if x is None:
+            return None
+        if x.type not in NUMERIC:
+            self.err("E0204", f"`-` needs a number, found a {x.type.value}", e.span)
+            return None
+        return ir.Arith("-", ir.Lit(0, x.type, e.span), x, x.type, e.span)
+
+    def _pair(self, e, left, right):
+        """Coerce numeric literals on either side to the other side's type."""
+        if isinstance(left, _Num) and isinstance(right, _Num):
+            return self.literal(left, Type.INT), self.literal(right, Type.INT)
+        if isinstance(left, _Num):
+            return (self.literal(left, right.type) if right is not None else None), right
+        if isinstance(right, _Num):
+            return left, (self.literal(right, left.type) if left is not None else None)
+        return left, right
+
+    def _CompareExpr(self, e: ast.CompareExpr):
+        left, right = self._pair(e, self.lower(e.left), self.lower(e.right))
+        if left is None or right is None:
+            return None
+        if Type.NONE in (left.type, right.type):
+            return ir.Compare(e.op, left, right, e.span)  # always false; the folder reports it
+        if left.type is not right.type:
+            self.err("E0201", f"cannot compare a {left.type.value} with a {right.type.value}", e.span, _compare_help(left, right))
+            return None
+        if e.op not in ("==", "!=") and left.type not in NUMERIC:
+            self.err("E0204", f"`{e.op}` needs numbers; a {left.type.value} can only be tested with `==` or `!=`", e.span)
+            return None
+        if left.type in (Type.MAP, Type.LIST):
+            self.err("E0204", f"a {left.type.value} cannot be compared; use `\"k\" in …`", e.span)
+            return None
+        return ir.Compare(e.op, left, right, e.span)
+
+    def _ArithExpr(self, e: ast.ArithExpr):
+        left, right = self.lower(e.left), self.lower(e.right)
+        if e.op == "*":  # a scale: one side must be a plain integer
+            left = self.literal(left, Type.INT) if isinstance(left, _Num) else left
+            right = self.literal(right, Type.INT) if isinstance(right, _Num) else right
+        else:
+            left, right = self._pair(e, left, right)
+        if left is None or right is None:
+            return None
+        for side in (left, right):
+            if side.type not in NUMERIC:
+                self.err("E0204", f"`{e.op}` needs numbers, found a {side.type.value}", side.span)
+                return None
+        if e.op == "*":
+            if Type.INT not in (left.type, right.type):
+                self.err("E0204", f"cannot multiply a {left.type.value} by a {right.type.value}", e.span, "multiply by a whole number")
+                return None
+            typ = right.type if left.type is Type.INT else left.type
+        elif left.type is not right.type:
+            self.err("E0201", f"cannot {'add' if e.op == '+' else 'subtract'} a {right.type.value} and a {left.type.value}", e.span)
+            return None
+        else:
+            typ = left.type
+        return ir.Arith(e.op, left, right, typ, e.span)
+
+    def _MatchesExpr(self, e: ast.MatchesExpr):
+        target = self.settle(self.lower(e.target))
+        if target is None:
+            return None
+        if target.type is not Type.STRING:
+            self.err("E0204", f"`matches` needs a string, found a {target.type.value}", e.target.span)
+            return None
+        return ir.Matches(target, e.pattern.value, e.span)
+
+    def _InExpr(self, e: ast.InExpr):
+        item = self.settle(self.lower(e.item))
+        container = self.settle(self.lower(e.container))
+        if item is None or container is None:
+            return None
+        if container.type not in (Type.MAP, Type.LIST):
+            self.err("E0204", f"`in` needs a map or a list on its right, found a {container.type.value}", e.container.span)
+            return None
+        if item.type is not Type.STRING:
+            self.err("E0201", f"`in` looks up a string, found a {item.type.value}", e.item.span)
+            return None
+        return ir.Contains(item, container, e.span)
+
+
+def _compare_help(left, right) -> str | None:
+    types = {left.type, right.type}
+    if Type.STRING in types and types & NUMERIC:
+        return "numbers and quantities are written without quotes: `gpus > 8`"
+    return None

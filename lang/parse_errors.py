@@ -1,0 +1,160 @@
+"""Syntax errors in words: what was expected ("a quantity like `80Gi`"), never lark terminal names."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from lang.diagnostics import Diagnostic, error
+from lang.span import Span
+
+_TOP = {"GPU", "TOPOLOGY", "PRIORITY", "QUOTA", "FRACTION", "GANG", "AGENTS", "RULE"}
+_EXPR_START = {"NAME", "STRING", "NUMBER", "NOT", "HAS", "TRUE", "FALSE", "NONE", "LPAR", "MINUS"}
+_WORDS = {
+    "NAME": "a name",
+    "NUMBER": "a number or a quantity like `8`, `0.25` or `80Gi`",
+    "STRING": 'a string in double quotes like "team-a"',
+    "_NL": "a line break",
+    "SEMICOLON": "a line break",
+    "CMP": "a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)",
+    "$END": "the end of the file",
+    "PLUS": "`+`",
+    "MINUS": "`-`",
+    "STAR": "`*`",
+    "_OR": "`or`",
+    "_AND": "`and`",
+}
+_BLOCK_OF_LINE = re.compile(r"^(gpu|topology|priority|quota|fraction|gang|agents|rule)\b", re.M)
+_STATEMENTS = {
+    "gpu": "`product`, `memory`",
+    "topology": 'a level like `rack "topology.acme.io/rack"`',
+    "quota": "`for`, `cohort`, `gpus`, `gpu_memory`, `borrow`, `lend`, `mode`",
+    "fraction": "`for`, `min`, `max`, `memory at least`, `per_gpu at most`, `mode`",
+    "gang": "`for`, `require min_members`, `require topology`, `on unplaceable`, `mode`",
+    "agents": "`identity`, `allow`, `deny`, `mode`",
+    "rule": "`for`, `when`, `deny`, `set`, `mode`",
+}
+
+
+def _keywords() -> dict[str, str]:
+    from lang.parser import terminal_patterns
+
+    return terminal_patterns()
+
+
+def _word(name: str, kw: dict[str, str]) -> str:
+    if name in _WORDS:
+        return _WORDS[name]
+    if name in kw:
+        return f"`{kw[name]}`"
+    return name.lower()
+
+
+def _expected_words(expected: set[str], block: str | None) -> str:
+    kw = _keywords()
+    names = set(expected) - {"SEMICOLON"}
+    if names & _TOP and len(names & _TOP) >= 4:
+        return "a declaration (`gpu`, `topology`, `priority`, `quota`, `fraction`, `gang`, `agents` or `rule`)"
+    if "RBRACE" in names and len(names) >= 4 and block in _STATEMENTS:
+        return f"a statement of a {block} block ({_STATEMENTS[block]}) or `}}`"
+    if len(names & _EXPR_START) >= 5:
+        return "an expression (a field like `gpus`, a string, a number, `not`, `has(…)` or `(`)"
+    if names == {"NUMBER"} or names == {"NUMBER", "MINUS"}:
+        return "a number or a quantity like `80Gi`, `500m` or `0.25`"
+    words = sorted({_word(n, kw) for n in names})
+    if len(words) > 6:
+        words = words[:6] + ["…"]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _found(tok) -> str:
+    if tok.type == "$END":
+        return "the end of the file"
+    if tok.type == "_NL":
+        return "the end of the line"
+    if tok.type == "STRING":
+        return f"the string {tok.value}"
+    return f"`{tok.value}`"
+
+
+def _block_at(text: str, line: int) -> str | None:
+    kind = None
+    offset = 0
+    for n, row in enumerate(text.split("\n"), 1):
+        if n > line:
+            break
+        m = _BLOCK_OF_LINE.match(row)
+        if m:
+            kind = m.group(1)
+        offset += len(row) + 1
+    return kind
+
+
+def _help_for_token(tok, expected: set[str], block: str | None) -> str | None:
+    if tok.type == "EQUAL" and "CMP" in expected:
+        return "compare with `==`"
+    if tok.type == "NAME" and "RBRACE" in expected:
+        kw = _keywords()
+        options = [v for k, v in kw.items() if k in expected and v.isidentifier()]
+        close = difflib.get_close_matches(tok.value, options, n=1)
+        if close:
+            return f"did you mean `{close[0]}`?"
+    if tok.type == "_NL" and ("_OR" in expected or "_AND" in expected or "CMP" in expected):
+        return "to continue a condition on the next line, end this line with `and` or `or`"
+    return None
+
+
+def _help_for_char(ch: str, rest: str) -> str | None:
+    if ch in "&|":
+        return "write `and` / `or`"
+    if ch == "!":
+        return "write `not x`, or `!=` to compare"
+    if ch == "'":
+        return "strings use double quotes"
+    if ch.isdigit() or ch == ".":
+        return "quantities are a number with an optional unit: Ki Mi Gi Ti Pi Ei, or n u m k M G T P E"
+    if ch == '"':
+        return "a string must end on the line it starts"
+    return None
+
+
+def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True) -> Diagnostic:
+    """One diagnostic for a lark UnexpectedInput raised while parsing `text`."""
+    from lang.parser import UnexpectedCharacters, UnexpectedToken
+
+    if isinstance(exc, UnexpectedCharacters):
+        line, col = exc.line, exc.column
+        ch = text[exc.pos_in_stream] if 0 <= exc.pos_in_stream < len(text) else "?"
+        block = _block_at(text, line)
+        where = Span(path, line, col, line, col + 1)
+        shown = repr(ch)[1:-1] if not ch.isprintable() else ch
+        msg = f"unexpected character `{shown}`"
+        if exc.allowed:
+            msg += f"; expected {_expected_words(set(exc.allowed), block)}"
+        return error("E0002", msg, where, _help_for_char(ch, text[exc.pos_in_stream + 1 :]))
+    if isinstance(exc, UnexpectedToken):
+        tok = exc.token
+        expected = set(exc.expected)
+        block = _block_at(text, getattr(tok, "line", 1) or 1)
+        if tok.type == "$END":
+            line = getattr(tok, "end_line", None) or getattr(tok, "line", 1) or 1
+            col = getattr(tok, "end_column", None) or getattr(tok, "column", 1) or 1
+            where = Span(path, line, col, line, col + 1)
+            if not last_chunk and "RBRACE" in expected:
+                return error("E0003", "this block is not closed: expected `}` before the next declaration", where)
+            return error("E0003", f"unexpected end of file; expected {_expected_words(expected, block)}", where)
+        line, col = tok.line or 1, tok.column or 1
+        end_line, end_col = (tok.end_line or line), (tok.end_column or col + 1)
+        if tok.type == "_NL":
+            end_line, end_col = line, col + 1
+        where = Span(path, line, col, end_line, end_col)
+        if tok.type == "EQUAL" and "CMP" in expected:
+            return error("E0001", "expected `==` to compare, found `=`", where, "`=` only appears in `set labels[\"k\"] = …`")
+        if tok.type == "NAME" and "RBRACE" in expected and block in _STATEMENTS and len(expected) >= 4:
+            msg = f"unknown statement `{tok.value}` in a {block} block; expected {_STATEMENTS[block]} or `}}`"
+        else:
+            msg = f"expected {_expected_words(expected, block)}, found {_found(tok)}"
+        return error("E0001", msg, where, _help_for_token(tok, expected, block))
+    line = getattr(exc, "line", 1) or 1
+    col = getattr(exc, "column", 1) or 1
+    return error("E0001", "syntax error", Span(path, line, col, line, col + 1))
