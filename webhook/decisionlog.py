@@ -1,0 +1,75 @@
+"""One JSON line per admission decision: enough to audit it, and with `requests=True` to replay it."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+import orjson
+
+
+class DecisionLog:
+    """Writes decision records as JSON lines to a text or binary stream (None: discard)."""
+
+    def __init__(self, stream: IO | None = sys.stdout, *, requests: bool = False) -> None:
+        self.requests = requests
+        self._write = None
+        if stream is not None:
+            buffer = getattr(stream, "buffer", stream)  # bytes straight to the buffer: orjson emits bytes
+            self._write = buffer.write
+            self._flush = getattr(buffer, "flush", lambda: None)
+
+    def record(
+        self,
+        *,
+        ts: float,
+        uid: str,
+        endpoint: str,
+        kind: str | None,
+        namespace: str | None,
+        name: str | None,
+        operation: str | None,
+        dry_run: bool,
+        allowed: bool,
+        blocks: list[str],
+        codes: list[str],
+        duration_s: float,
+        failure: str | None = None,
+        request: dict | None = None,
+    ) -> None:
+        """Write one line; never raises (a full disk must not fail admission)."""
+        if self._write is None:
+            return
+        line = {
+            "ts": round(ts, 6),
+            "uid": uid,
+            "endpoint": endpoint,
+            "kind": kind,
+            "namespace": namespace,
+            "name": name,
+            "operation": operation,
+            "dry_run": dry_run,
+            "result": "allowed" if allowed else "denied",
+            "blocks": blocks,
+            "codes": codes,
+            "duration_ms": round(duration_s * 1000, 3),
+        }
+        if failure:
+            line["failure"] = failure
+        if self.requests and request is not None:
+            line["request"] = request  # the AdmissionReview `request`, so the decision can be replayed
+        try:
+            self._write(orjson.dumps(line) + b"\n")
+            self._flush()
+        except Exception:  # noqa: BLE001 - logging is best effort by design
+            pass
+
+    def error(self, *, ts: float, uid: str | None, stage: str, message: str) -> None:
+        """A line for a failure outside a decision (bad request, exception), with the uid when known."""
+        if self._write is None:
+            return
+        try:
+            self._write(orjson.dumps({"ts": round(ts, 6), "uid": uid, "error": stage, "message": message}) + b"\n")
+            self._flush()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,129 @@
+"""The aiohttp application: /mutate, /validate, /healthz, /readyz, /metrics.
+
+Handlers are decode -> decide -> encode (webhook.review). A decision runs inline
+on the loop when the engine has proven fast; otherwise in a thread, awaited with
+the API server's `?timeout=` minus a margin, so the answer is always sent in time
+(the `--on-error` decision if the engine is late) rather than cut off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from typing import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from webhook import review as rv
+
+log = logging.getLogger("allot.server")
+STATE = web.AppKey("allot_state", object)
+JSON = "application/json"
+
+
+def margin(timeout: float) -> float:
+    """Seconds kept in reserve before the API server's deadline for the network and encoding."""
+    return max(0.05, min(1.0, timeout * 0.1))
+
+
+def _json(doc: dict, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(doc), status=status, content_type=JSON)
+
+
+def _timed_answer(review, mutate: bool, state, now: float):
+    t = time.perf_counter()
+    try:
+        return rv.answer(review, mutate=mutate, state=state, now=now)
+    finally:
+        state.timer.observe(time.perf_counter() - t)
+
+
+async def _decide(review, *, mutate: bool, state, now: float, budget: float, executor):
+    """(decision, doc, cause) within `budget` seconds, inline or in a thread."""
+    if budget <= 0:
+        return (*rv.failure(review, mutate=mutate, state=state, cause="timeout", message="no time left to decide"), "timeout")
+    if state.timer.inline_ok(budget):
+        return _timed_answer(review, mutate, state, now)
+    fut = asyncio.get_running_loop().run_in_executor(executor, _timed_answer, review, mutate, state, now)
+    try:
+        return await asyncio.wait_for(asyncio.shield(fut), budget)
+    except asyncio.TimeoutError:
+        state.log.error(ts=now, uid=review.uid, stage="timeout", message=f"decision exceeded {budget:.3f}s")
+        msg = f"decision took longer than {budget:.2f}s"
+        return (*rv.failure(review, mutate=mutate, state=state, cause="timeout", message=msg), "timeout")
+
+
+def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaitable[web.Response]]:
+    endpoint = "mutate" if mutate else "validate"
+
+    async def handle(request: web.Request) -> web.Response:
+        start = time.perf_counter()
+        now = time.time()
+        state = request.app[STATE]
+        try:
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise rv.BadReview(413, "TooLarge", f"request body exceeds the limit of {state.max_body} bytes") from None
+            review = rv.decode(body, state)
+        except rv.BadReview as exc:
+            state.metrics.bad_requests.labels(exc.reason).inc()
+            state.log.error(ts=now, uid=exc.uid, stage=exc.reason, message=exc.message)
+            return _json(exc.body(), exc.status)
+        try:
+            timeout = rv.parse_timeout(request.query.get("timeout")) or state.default_timeout
+            budget = timeout - margin(timeout) - (time.perf_counter() - start)
+            decision, doc, cause = await _decide(
+                review, mutate=mutate, state=state, now=now, budget=budget, executor=executor
+            )
+            rv.account(
+                review, decision, endpoint=endpoint, state=state, now=now, seconds=time.perf_counter() - start, cause=cause
+            )
+            return _json(doc)
+        except Exception as exc:  # noqa: BLE001 - last line of defence: still answer, never a traceback
+            log.exception("unexpected error answering uid=%s", review.uid)
+            state.log.error(ts=now, uid=review.uid, stage="server", message=f"{type(exc).__name__}: {exc}")
+            _, doc = rv.failure(review, mutate=mutate, state=state, cause="exception", message=type(exc).__name__)
+            return _json(doc)
+
+    return handle
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return _json({"ok": True})
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    ready, detail = request.app[STATE].ready()
+    return _json(detail, 200 if ready else 503)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body, ctype = request.app[STATE].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": ctype})
+
+
+def make_app(state, *, tasks: tuple[Callable[[], Awaitable[None]], ...] = (), workers: int = 4) -> web.Application:
+    """The application for `state`; `tasks` are background coroutines (reload, TLS, watch) run while it serves."""
+    app = web.Application(client_max_size=state.max_body)
+    app[STATE] = state
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="allot-decide")
+    app.router.add_post("/mutate", _admission_handler(True, executor))
+    app.router.add_post("/validate", _admission_handler(False, executor))
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+
+    async def background(app: web.Application):
+        running = [asyncio.create_task(t()) for t in tasks]
+        yield
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    app.cleanup_ctx.append(background)
+    return app

@@ -1,0 +1,164 @@
+"""The running server's state: the current compiled engine, the cluster snapshot, and their health.
+
+Everything here is read by request handlers on the event loop and replaced whole
+(one attribute assignment) by the reloader and the watcher, so a request sees
+either the old engine or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from webhook.decisionlog import DecisionLog
+from webhook.metrics import Metrics
+
+ON_ERROR = ("allow", "deny")
+DEFAULT_MAX_BODY = 7 * 1024 * 1024  # object + oldObject of up to 3 MiB each (etcd's limit) plus envelope
+# A decision runs inline on the loop (cheap) only when the slowest recent one is far
+# below the time left; otherwise it runs in a thread so the timeout can still be met.
+INLINE_HEADROOM = 8
+PROBATION = 16  # decisions a fresh engine runs off-loop before it is trusted inline
+DECAY = 0.99
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStatus:
+    """What is loaded (generation, source, digest) and the last rejected attempt, for /readyz."""
+
+    generation: int = 0
+    source: str = ""
+    digest: str = ""
+    blocks: int = 0
+    loaded_at: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    rejected: int = 0
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict."""
+        return {
+            "generation": self.generation,
+            "source": self.source,
+            "digest": self.digest,
+            "blocks": self.blocks,
+            "loaded_at": self.loaded_at,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "rejected": self.rejected,
+        }
+
+
+@dataclass
+class ClusterStatus:
+    """Where the snapshot comes from and whether every watched kind finished its first list."""
+
+    source: str = ""
+    synced: bool = False
+    kinds: dict[str, dict] = field(default_factory=dict)  # kind -> {"synced", "resource_version", "restarts", "error"}
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict."""
+        return {"source": self.source, "synced": self.synced, "kinds": {k: dict(v) for k, v in self.kinds.items()}}
+
+
+class DecisionTimer:
+    """Tracks how slow the current engine's decisions are, to choose inline or off-loop execution."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget history: a new engine starts on probation."""
+        self.count = 0
+        self.slowest = 0.0
+
+    def observe(self, seconds: float) -> None:
+        """Record one decision's duration into a decaying maximum (halves in about 70 decisions)."""
+        self.count += 1
+        decayed = self.slowest * DECAY
+        self.slowest = seconds if seconds > decayed else decayed
+
+    def inline_ok(self, budget: float) -> bool:
+        """True if running on the loop cannot plausibly overrun `budget` seconds."""
+        return self.count >= PROBATION and self.slowest * INLINE_HEADROOM < budget
+
+
+class State:
+    """The mutable heart of one server process; handlers read, reloader and watcher replace."""
+
+    def __init__(
+        self,
+        *,
+        engine: Any = None,
+        snapshot: Any = None,
+        admission: Any = None,
+        on_error: str = "deny",
+        mode: str | None = None,
+        metrics: Metrics | None = None,
+        log: DecisionLog | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        default_timeout: float = 10.0,
+    ) -> None:
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
+        if admission is None:
+            from policy import admission as admission_module  # the engine's envelope parser/encoder
+
+            admission = admission_module
+        self.admission = admission
+        self.on_error = on_error
+        self.mode = mode
+        self.metrics = metrics or Metrics()
+        self.log = log or DecisionLog(None)
+        self.max_body = max_body
+        self.default_timeout = default_timeout  # the API server's own default is 10 s
+        self.timer = DecisionTimer()
+        self.policy = PolicyStatus()
+        self.cluster = ClusterStatus()
+        self.tls: dict = {}
+        self.engine = None
+        self.snapshot = snapshot
+        if engine is not None:
+            self.swap_engine(engine, PolicyStatus(generation=1, source="(given)"))
+
+    # -- swaps: single assignments, so readers on the loop never see half an update --
+
+    def swap_engine(self, engine: Any, status: PolicyStatus) -> None:
+        """Install a compiled engine and its status; the decision timer restarts on probation."""
+        self.timer.reset()
+        self.engine = engine
+        self.policy = status
+        self.metrics.policy_generation.set(status.generation)
+
+    def reject_policy(self, message: str, now: float) -> None:
+        """Record a policy set that failed to load; the running engine stays."""
+        self.policy = replace(
+            self.policy, last_error=message, last_error_at=now, rejected=self.policy.rejected + 1
+        )
+
+    def swap_snapshot(self, snapshot: Any, *, source: str, synced: bool) -> None:
+        """Install a whole new cluster snapshot (file load or full relist)."""
+        self.snapshot = snapshot
+        self.cluster.source = source
+        self.cluster.synced = synced
+
+    # -- health --
+
+    def ready(self) -> tuple[bool, dict]:
+        """(ready, detail): ready once a policy set is loaded and the cluster is fully synced."""
+        problems = []
+        if self.engine is None:
+            problems.append("no policy set loaded" + (f": {self.policy.last_error}" if self.policy.last_error else ""))
+        if self.snapshot is None or not self.cluster.synced:
+            problems.append("cluster state not synced yet")
+        detail = {
+            "ready": not problems,
+            "problems": problems,
+            "policy": self.policy.to_json(),
+            "cluster": self.cluster.to_json(),
+            "tls": dict(self.tls),
+            "on_error": self.on_error,
+            "mode": self.mode,
+        }
+        return not problems, detail
