@@ -1,0 +1,230 @@
+"""Kubernetes manifests a policy set needs: webhook configurations narrowed to what it governs, PriorityClasses.
+
+Pure: a `PolicySet` in, plain dicts out (the CLI serializes them). What is narrowed
+and why is written down in docs/deploy.md ("What the webhook configurations intercept").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lang import ir
+from policy import manifests_cel as cel
+from policy.manifests_scope import NamespaceScope, needs_gpu, scope_of, union_scopes
+
+API = "admissionregistration.k8s.io/v1"
+NAME_LABEL = "kubernetes.io/metadata.name"
+DIGEST_ANNOTATION = "allot.io/bundle-digest"
+LABELS = {"app.kubernetes.io/name": "allot", "app.kubernetes.io/managed-by": "allot-compile"}
+MUTATING_NAME = "allot-mutating"
+VALIDATING_NAME = "allot-validating"
+
+# Per-entry API-server timeouts: a decision is micro-seconds, so 5 s only covers a slow
+# network or a replica restart; agents get less because every agent call waits on it.
+POD_TIMEOUT = 5
+GROUP_TIMEOUT = 5
+AGENT_TIMEOUT = 3
+
+# Gang dialects whose group objects carry a gang's size and topology (policy/dialects).
+GROUP_RESOURCES: tuple[tuple[str, str], ...] = (
+    ("scheduling.x-k8s.io", "podgroups"),  # coscheduling plugin
+    ("scheduling.volcano.sh", "podgroups"),  # Volcano
+    ("scheduling.run.ai", "podgroups"),  # KAI scheduler
+    ("scheduling.k8s.io", "workloads"),  # upstream Workload API
+    ("scheduling.k8s.io", "podgroups"),  # upstream PodGroup
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the API server reaches the webhook, and which namespaces it never intercepts."""
+
+    service: str = "allot"
+    namespace: str = "allot-system"
+    port: int = 443
+    ca_bundle: str | None = None  # base64 PEM, as clientConfig.caBundle wants it
+    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    digest: str | None = None  # bundle digest, stamped on the configurations
+
+
+@dataclass(frozen=True, slots=True)
+class _Contributor:
+    """One block's say in an entry: may it act on GPU-less pods, where is it pinned, does it enforce."""
+
+    gpu_only: bool
+    scope: NamespaceScope | None
+    enforce: bool
+    reads_operation: bool = False
+
+
+def _mentions_operation(*exprs: ir.Expr | None) -> bool:
+    return any(e is not None and cel._mentions(e, "operation") for e in exprs)
+
+
+def _rule_contributor(r: ir.Rule) -> _Contributor:
+    return _Contributor(
+        gpu_only=needs_gpu(r.selector, r.when),
+        scope=scope_of(r.selector, r.when),
+        enforce=r.mode == "enforce",
+        reads_operation=_mentions_operation(r.selector, r.when),
+    )
+
+
+def _block_contributor(b) -> _Contributor:
+    # Quotas charge GPUs, fractions govern shared GPUs, gang members are placed by GPUs:
+    # a pod without a GPU changes none of their arithmetic (docs/deploy.md).
+    return _Contributor(gpu_only=True, scope=scope_of(b.selector), enforce=b.mode == "enforce")
+
+
+_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=True)  # default / unknown class: any namespace
+
+
+def validating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
+    """Blocks that can deny a pod."""
+    out = [_block_contributor(b) for b in (*ps.quotas, *ps.fractions, *ps.gangs)]
+    out += [_rule_contributor(r) for r in ps.rules if any(isinstance(a, ir.Deny) for a in r.actions)]
+    if ps.priorities:
+        out.append(_PRIORITY)
+    return out
+
+
+def mutating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
+    """Blocks that can patch a pod: `set` rules, the default priority, gang placement affinity."""
+    out = [_rule_contributor(r) for r in ps.rules if any(isinstance(a, ir.SetField) for a in r.actions)]
+    out += [_block_contributor(g) for g in ps.gangs if g.topology]
+    if any(p.default for p in ps.priorities):
+        out.append(_PRIORITY)
+    return out
+
+
+# ---- entries --------------------------------------------------------------------------
+
+
+def _namespace_selector(target: Target, scope: NamespaceScope | None) -> dict:
+    excluded = sorted({target.namespace, *target.excluded_namespaces})
+    exprs = [{"key": NAME_LABEL, "operator": "NotIn", "values": excluded}]
+    if scope is not None and scope.exact:
+        exprs.append({"key": NAME_LABEL, "operator": "In", "values": sorted(scope.names)})
+    return {"matchExpressions": exprs}
+
+
+def _client_config(target: Target, path: str) -> dict:
+    cfg: dict = {"service": {"name": target.service, "namespace": target.namespace, "path": path, "port": target.port}}
+    if target.ca_bundle:
+        cfg["caBundle"] = target.ca_bundle
+    return cfg
+
+
+def _entry(name: str, path: str, target: Target, rules: list[dict], conditions: list[dict], *, enforce: bool,
+           timeout: int, scope: NamespaceScope | None = None, mutating: bool = False) -> dict:
+    entry = {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": _client_config(target, path),
+        "rules": rules,
+        # Fail closed while any block enforces (a down webhook must not waive quota or agent
+        # default-deny); warn/audit-only entries fail open since they never deny.
+        "failurePolicy": "Fail" if enforce else "Ignore",
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": _namespace_selector(target, scope),
+        "sideEffects": "NoneOnDryRun",
+        "timeoutSeconds": timeout,
+    }
+    if conditions:
+        entry["matchConditions"] = conditions
+    if mutating:
+        entry["reinvocationPolicy"] = "IfNeeded"
+    return entry
+
+
+def _pod_entry(name: str, path: str, target: Target, contributors: list[_Contributor], mutating: bool) -> dict | None:
+    if not contributors:
+        return None
+    ops = ["CREATE", "UPDATE"] + (["DELETE"] if any(c.reads_operation for c in contributors) else [])
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops, "resources": ["pods"], "scope": "Namespaced"}]
+    conditions = []
+    if all(c.gpu_only for c in contributors):
+        conditions.append({"name": "gpu-pod", "expression": cel.gpu_pod_cel()})
+    scope = union_scopes(c.scope for c in contributors)
+    if scope is not None and not scope.exact:
+        conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})
+    return _entry(name, path, target, rules, conditions, enforce=any(c.enforce for c in contributors),
+                  timeout=POD_TIMEOUT, scope=scope, mutating=mutating)
+
+
+def _group_entry(ps: ir.PolicySet, target: Target) -> dict | None:
+    if not ps.gangs:
+        return None
+    groups: dict[str, list[str]] = {}
+    for group, resource in GROUP_RESOURCES:
+        groups.setdefault(group, []).append(resource)
+    rules = [
+        {"apiGroups": [g], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": sorted(rs),
+         "scope": "Namespaced"}
+        for g, rs in sorted(groups.items())
+    ]
+    scope = union_scopes(scope_of(g.selector) for g in ps.gangs)
+    conditions = []
+    if scope is not None and not scope.exact:
+        conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})
+    return _entry("groups.validate.allot.io", "/validate", target, rules, conditions,
+                  enforce=any(g.mode == "enforce" for g in ps.gangs), timeout=GROUP_TIMEOUT, scope=scope)
+
+
+def agent_identity_cel(ps: ir.PolicySet) -> str:
+    """CEL true for every request whose userInfo may match an `agents` identity."""
+    return " || ".join(cel.identity_cel(a.identity) for a in ps.agents) or "false"
+
+
+def _agent_entry(ps: ir.PolicySet, target: Target) -> dict | None:
+    if not ps.agents:
+        return None
+    # Default deny covers every verb on every resource, so the rule is */*; the
+    # matchCondition keeps all non-agent traffic away from Allot.
+    rules = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"],
+              "resources": ["*", "*/*"], "scope": "*"}]
+    conditions = [{"name": "agent-identity", "expression": agent_identity_cel(ps)}]
+    return _entry("agents.validate.allot.io", "/validate", target, rules, conditions,
+                  enforce=any(a.mode == "enforce" for a in ps.agents), timeout=AGENT_TIMEOUT)
+
+
+def _metadata(name: str, target: Target) -> dict:
+    meta: dict = {"name": name, "labels": dict(LABELS)}
+    if target.digest:
+        meta["annotations"] = {DIGEST_ANNOTATION: target.digest}
+    return meta
+
+
+def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
+    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, agent requests."""
+    entries = [
+        _pod_entry("pods.validate.allot.io", "/validate", target, validating_pod_contributors(ps), mutating=False),
+        _group_entry(ps, target),
+        _agent_entry(ps, target),
+    ]
+    return {"apiVersion": API, "kind": "ValidatingWebhookConfiguration", "metadata": _metadata(VALIDATING_NAME, target),
+            "webhooks": [e for e in entries if e is not None]}
+
+
+def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
+    """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches."""
+    entry = _pod_entry("pods.mutate.allot.io", "/mutate", target, mutating_pod_contributors(ps), mutating=True)
+    return {"apiVersion": API, "kind": "MutatingWebhookConfiguration", "metadata": _metadata(MUTATING_NAME, target),
+            "webhooks": [entry] if entry else []}
+
+
+def priority_classes(ps: ir.PolicySet) -> list[dict]:
+    """One PriorityClass per `priority`; never globalDefault (Allot's default applies to GPU workloads only)."""
+    out = []
+    for p in ps.priorities:
+        out.append({
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": p.name, "labels": dict(LABELS)},
+            "value": p.value,
+            "globalDefault": False,
+            "preemptionPolicy": "PreemptLowerPriority" if p.preempts else "Never",
+            # No source path here: the output must not depend on where `allot compile` ran.
+            "description": f"Allot priority {p.name}{'; the default of GPU workloads' if p.default else ''}",
+        })
+    return out
