@@ -1,0 +1,307 @@
+"""`ClusterSnapshot`: an incrementally updated cache of the Kubernetes objects Allot decides against."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Mapping
+
+from policy.dialects.common import EMPTY
+from policy.dialects.gangs import GroupInfo, group_family, read_group
+from policy.dialects.product import MEMORY_LABEL, PRODUCT_LABEL
+
+Callback = Callable[[str, "dict | None", "dict | None"], None]
+EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+_MIB = 2**20
+# Kinds without a namespace; everything else is keyed by (namespace, name).
+CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PriorityClass", "DeviceClass"})
+
+
+class SnapshotError(ValueError):
+    """Cluster state that cannot be loaded; the message is one located line."""
+
+
+def is_live(pod: Mapping) -> bool:
+    """A pod that holds its resources: not Succeeded/Failed and not being deleted."""
+    if (pod.get("metadata") or EMPTY).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or EMPTY).get("phase") not in ("Succeeded", "Failed")
+
+
+def _node_gpu_memory(node: Mapping) -> tuple[str | None, int | None]:
+    """(product, bytes per device) from a node's GFD labels."""
+    labels = (node.get("metadata") or EMPTY).get("labels") or EMPTY
+    raw = labels.get(MEMORY_LABEL)
+    mem = int(raw) * _MIB if isinstance(raw, str) and raw.isdigit() else None
+    return labels.get(PRODUCT_LABEL), mem
+
+
+class ClusterSnapshot:
+    """Nodes, pods, namespaces, priority classes, gang objects and DRA objects, with change callbacks."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, dict] = {}
+        self._pods: dict[tuple[str, str], dict] = {}
+        self._pods_by_node: dict[str, dict[tuple[str, str], dict]] = {}
+        self._namespaces: dict[str, dict] = {}
+        self._priority_classes: dict[str, dict] = {}
+        self._device_classes: dict[str, dict] = {}
+        self._claims: dict[tuple[str, str], dict] = {}
+        self._claim_templates: dict[tuple[str, str], dict] = {}
+        self._groups: dict[tuple[str, str], dict[str, GroupInfo]] = {}
+        self._group_objs: dict[tuple[str, str, str], dict] = {}
+        self._other: dict[tuple[str, str, str, str], dict] = {}
+        self._mem_by_product: dict[str, dict[int, int]] = {}
+        self._mem_all: dict[int, int] = {}
+        self._subscribers: list[Callback] = []
+        self.resource_version = 0
+
+    # ---- loading -------------------------------------------------------------------------
+    @classmethod
+    def from_objects(cls, objs: Iterable[Mapping]) -> "ClusterSnapshot":
+        """A snapshot holding `objs` (Lists are flattened); raises SnapshotError on unusable objects."""
+        snap = cls()
+        for i, obj in enumerate(objs):
+            snap._load(obj, f"objects[{i}]", None)
+        return snap
+
+    @classmethod
+    def from_text(cls, text: str) -> "ClusterSnapshot":
+        """A snapshot from `kubectl get … -o yaml|json` text (a List, nested Lists or multi-doc YAML)."""
+        from policy.cluster_text import load_documents  # parsing lives apart: YAML/JSON and locations
+
+        snap = cls()
+        for where, obj, kind in load_documents(text):
+            snap._add(obj, where, kind)
+        return snap
+
+    def _load(self, obj, where: str, kind: str | None) -> None:
+        """Add `obj`, flattening `List` / `*List` objects."""
+        if not isinstance(obj, Mapping):
+            raise SnapshotError(f"{where}: expected an object, got {type(obj).__name__}")
+        k = obj.get("kind") or kind
+        if isinstance(k, str) and k.endswith("List") and isinstance(obj.get("items"), list):
+            inner = k[:-4] or None if k != "List" else None
+            for i, item in enumerate(obj["items"]):
+                self._load(item, f"{where}.items[{i}]", inner)
+            return
+        self._add(obj, where, kind)
+
+    def _add(self, obj, where: str, kind: str | None) -> None:
+        try:
+            self.apply("ADDED", obj, kind=kind)
+        except SnapshotError as exc:
+            raise SnapshotError(f"{where}: {exc}") from None
+
+    # ---- incremental updates -------------------------------------------------------------
+    def subscribe(self, callback: Callback) -> None:
+        """Call `callback(event, old, new)` after every applied change (event ADDED|MODIFIED|DELETED)."""
+        self._subscribers.append(callback)
+
+    def apply(self, event: str, obj: Mapping, kind: str | None = None) -> bool:
+        """Apply one watch event; returns False when it changed nothing (e.g. deleting an unknown object)."""
+        if event not in EVENTS:
+            raise SnapshotError(f"event {event!r} is not ADDED, MODIFIED or DELETED")
+        if not isinstance(obj, Mapping):
+            raise SnapshotError(f"expected an object, got {type(obj).__name__}")
+        k = obj.get("kind") or kind
+        meta = obj.get("metadata")
+        if not isinstance(k, str) or not k:
+            raise SnapshotError("object has no kind")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+            raise SnapshotError(f"{k} has no metadata.name")
+        if obj.get("kind") != k:
+            obj = {**obj, "kind": k}  # items of typed lists omit kind; keep it for subscribers
+        name = meta["name"]
+        ns = None if k in CLUSTER_SCOPED else (meta.get("namespace") or "default")
+        if ns is not None and not isinstance(ns, str):
+            raise SnapshotError(f"{k} {name}: metadata.namespace is not a string")
+        store, key = self._store_for(k, obj.get("apiVersion") or "", ns, name)
+        old = store.get(key)
+        if event == "DELETED":
+            if old is None:
+                return False
+            del store[key]
+            self._unindex(k, key, old, ns)
+            new = None
+        else:
+            if old is not None:
+                self._unindex(k, key, old, ns)
+                event = "MODIFIED"
+            else:
+                event = "ADDED"
+            store[key] = obj
+            self._index(k, key, obj, ns)
+            new = obj
+        self.resource_version += 1
+        for cb in self._subscribers:
+            cb(event, old, new)
+        return True
+
+    def _store_for(self, kind: str, api_version: str, ns: str | None, name: str) -> tuple[dict, object]:
+        if kind == "Pod":
+            return self._pods, (ns, name)
+        if kind == "Node":
+            return self._nodes, name
+        if kind == "Namespace":
+            return self._namespaces, name
+        if kind == "PriorityClass":
+            return self._priority_classes, name
+        if kind == "ResourceClaim":
+            return self._claims, (ns, name)
+        if kind == "ResourceClaimTemplate":
+            return self._claim_templates, (ns, name)
+        if kind == "DeviceClass":
+            return self._device_classes, name
+        family = group_family(api_version, kind)
+        if family is not None:
+            return self._group_objs, (family, ns, name)
+        return self._other, (api_version, kind, ns or "", name)
+
+    def _index(self, kind: str, key, obj: dict, ns: str | None) -> None:
+        if kind == "Pod":
+            node = (obj.get("spec") or EMPTY).get("nodeName")
+            if node:
+                self._pods_by_node.setdefault(node, {})[key] = obj
+        elif kind == "Node":
+            product, mem = _node_gpu_memory(obj)
+            if mem is not None:
+                self._mem_all[mem] = self._mem_all.get(mem, 0) + 1
+                if product:
+                    by = self._mem_by_product.setdefault(product, {})
+                    by[mem] = by.get(mem, 0) + 1
+        elif type(key) is tuple and len(key) == 3 and key in self._group_objs:
+            family = key[0]
+            from policy.demand import pod_demand  # cycle-free: demand imports dialects only
+
+            info = read_group(obj, family, lambda p: pod_demand(p, self))
+            self._groups.setdefault((ns, info.name), {})[family] = info
+
+    def _unindex(self, kind: str, key, obj: dict, ns: str | None) -> None:
+        if kind == "Pod":
+            node = (obj.get("spec") or EMPTY).get("nodeName")
+            on = self._pods_by_node.get(node) if node else None
+            if on is not None:
+                on.pop(key, None)
+                if not on:
+                    del self._pods_by_node[node]
+        elif kind == "Node":
+            product, mem = _node_gpu_memory(obj)
+            if mem is not None:
+                _decrement(self._mem_all, mem)
+                if product and product in self._mem_by_product:
+                    _decrement(self._mem_by_product[product], mem)
+                    if not self._mem_by_product[product]:
+                        del self._mem_by_product[product]
+        elif type(key) is tuple and len(key) == 3 and key[0] in _FAMILIES:
+            byname = self._groups.get((ns, key[2]))
+            if byname is not None:
+                byname.pop(key[0], None)
+                if not byname:
+                    del self._groups[(ns, key[2])]
+
+    # ---- look-ups -------------------------------------------------------------------------
+    def namespace(self, name: str) -> dict | None:
+        """The Namespace object, or None."""
+        return self._namespaces.get(name)
+
+    def namespace_labels(self, name: str | None) -> Mapping[str, str]:
+        """Labels of the namespace (empty when unknown)."""
+        ns = self._namespaces.get(name) if name else None
+        return ((ns.get("metadata") or EMPTY).get("labels") or EMPTY) if ns is not None else EMPTY
+
+    def nodes(self) -> Iterable[dict]:
+        """Every Node."""
+        return self._nodes.values()
+
+    def node(self, name: str) -> dict | None:
+        """The Node, or None."""
+        return self._nodes.get(name)
+
+    def pods(self) -> Iterable[dict]:
+        """Every Pod, live or not (filter with `is_live`)."""
+        return self._pods.values()
+
+    def pods_on(self, node_name: str) -> Iterable[dict]:
+        """Pods bound to a node (`spec.nodeName`)."""
+        return (self._pods_by_node.get(node_name) or EMPTY).values()
+
+    def pod(self, ns: str, name: str) -> dict | None:
+        """The Pod, or None."""
+        return self._pods.get((ns, name))
+
+    def priority_class(self, name: str) -> dict | None:
+        """The PriorityClass, or None."""
+        return self._priority_classes.get(name)
+
+    def priority_classes(self) -> Iterable[dict]:
+        """Every PriorityClass."""
+        return self._priority_classes.values()
+
+    def group(self, ns: str, name: str, family: str | None = None) -> GroupInfo | None:
+        """The gang object `ns/name` of `family` (or of any dialect when None)."""
+        byname = self._groups.get((ns, name))
+        if not byname:
+            return None
+        if family is not None:
+            return byname.get(family)
+        return next(iter(byname.values()))
+
+    def groups(self) -> Iterator[GroupInfo]:
+        """Every gang object, read."""
+        for byname in self._groups.values():
+            yield from byname.values()
+
+    def resource_claim(self, ns: str, name: str) -> dict | None:
+        """The ResourceClaim, or None."""
+        return self._claims.get((ns, name))
+
+    def resource_claim_template(self, ns: str, name: str) -> dict | None:
+        """The ResourceClaimTemplate, or None."""
+        return self._claim_templates.get((ns, name))
+
+    def device_class(self, name: str) -> dict | None:
+        """The DeviceClass, or None."""
+        return self._device_classes.get(name)
+
+    def objects(self, kind: str) -> list[dict]:
+        """Objects of a kind Allot does not index (e.g. Kueue ClusterQueues), for tools."""
+        return [o for (_, k, _, _), o in self._other.items() if k == kind]
+
+    def gpu_memory(self, product: str | None, node_name: str | None = None) -> int | None:
+        """Bytes per device: of the pod's node, else of the product, else the cluster's only size."""
+        if node_name:
+            node = self._nodes.get(node_name)
+            if node is not None:
+                mem = _node_gpu_memory(node)[1]
+                if mem is not None:
+                    return mem
+        if product:
+            sizes: set[int] = set()
+            for p in product.split(",") if "," in product else (product,):
+                by = self._mem_by_product.get(p)
+                if not by:
+                    sizes = set()
+                    break
+                sizes.update(by)
+            if len(sizes) == 1:
+                return next(iter(sizes))
+        if len(self._mem_all) == 1:
+            return next(iter(self._mem_all))
+        return None
+
+    def __len__(self) -> int:
+        return (
+            len(self._nodes) + len(self._pods) + len(self._namespaces) + len(self._priority_classes)
+            + len(self._device_classes) + len(self._claims) + len(self._claim_templates)
+            + len(self._group_objs) + len(self._other)
+        )
+
+
+_FAMILIES = frozenset({"coscheduling", "volcano", "kai", "podgroup", "workload", "kueue"})
+
+
+def _decrement(counts: dict[int, int], key: int) -> None:
+    n = counts.get(key, 0) - 1
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)

@@ -1,0 +1,191 @@
+"""Gang dialects: group objects (coscheduling, Volcano, KAI, upstream Workload/PodGroup, Kueue Workload) and pod references."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from policy.subject import PodSet, Problem
+
+from .common import EMPTY, MALFORMED
+
+# apiVersion group -> dialect family of a `PodGroup`
+PODGROUP_FAMILIES = {
+    "scheduling.x-k8s.io": "coscheduling",
+    "scheduling.sigs.k8s.io": "coscheduling",  # scheduler-plugins before v0.28
+    "scheduling.volcano.sh": "volcano",
+    "scheduling.run.ai": "kai",
+    "scheduling.k8s.io": "podgroup",  # upstream v1alpha2+ (1.36)
+}
+WORKLOAD_FAMILIES = {"scheduling.k8s.io": "workload", "kueue.x-k8s.io": "kueue"}
+
+# Pod-side references: label/annotation -> family of the group object it names.
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+KAI_KEY = "pod-group-name"
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """A gang object read into dialect-free terms: its minimum, topology request and pod sets."""
+
+    family: str  # coscheduling | volcano | kai | podgroup | workload | kueue
+    kind: str
+    namespace: str
+    name: str
+    min_members: int | None = None
+    topology_required: str | None = None
+    topology_preferred: str | None = None
+    pod_sets: tuple[PodSet, ...] = ()
+    min_gpus: int | None = None  # milli-GPU of spec.minResources (whole group), when declared
+    problems: tuple[Problem, ...] = ()
+    obj: Mapping | None = field(default=None, compare=False, repr=False)
+
+
+def group_family(api_version: str, kind: str) -> str | None:
+    """The gang family of an object, or None when it is not a group object."""
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    if kind == "PodGroup":
+        return PODGROUP_FAMILIES.get(group)
+    if kind == "Workload":
+        return WORKLOAD_FAMILIES.get(group)
+    return None
+
+
+def _count(value, path: str, problems: list, minimum: int = 1) -> int | None:
+    """A whole member count, or None plus a problem."""
+    if value is None:
+        return None
+    if type(value) is int and value >= minimum:
+        return value
+    if isinstance(value, str) and value.isdigit() and int(value) >= minimum:
+        return int(value)
+    problems.append(Problem(MALFORMED, f"{path}: {value!r} is not a whole number >= {minimum}"))
+    return None
+
+
+def _gang_min(policy, path: str, problems: list) -> int | None:
+    """`gang.minCount` of an upstream scheduling policy (None for `basic`)."""
+    gang = policy.get("gang") if isinstance(policy, Mapping) else None
+    if not isinstance(gang, Mapping):
+        return None
+    return _count(gang.get("minCount"), f"{path}.gang.minCount", problems)
+
+
+def _topology_key(constraints) -> str | None:
+    """`schedulingConstraints.topology[0].key` (one constraint allowed as of 1.36)."""
+    topo = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    if isinstance(topo, list):
+        for t in topo:
+            if isinstance(t, Mapping) and isinstance(t.get("key"), str):
+                return t["key"]
+    return None
+
+
+def _min_gpus(spec: Mapping, problems: list) -> int | None:
+    """Milli-GPU of `spec.minResources` (coscheduling, Volcano), when it names a GPU resource."""
+    res = spec.get("minResources")
+    if not isinstance(res, Mapping):
+        return None
+    from .common import whole_count  # local: keeps the import list short
+
+    total = None
+    for key in ("nvidia.com/gpu", "amd.com/gpu"):
+        if key in res:
+            try:
+                total = (total or 0) + whole_count(res[key], f"spec.minResources[{key}]") * 1000
+            except ValueError as exc:
+                problems.append(Problem(MALFORMED, str(exc)))
+    return total
+
+
+def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
+    """A group object of `family` as a GroupInfo; bad fields become problems, never exceptions."""
+    meta = obj.get("metadata") or EMPTY
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else EMPTY
+    problems: list[Problem] = []
+    ns = meta.get("namespace") or "default"
+    name = meta.get("name") or ""
+    kind = obj.get("kind") or ""
+    minimum = required = preferred = None
+    pod_sets: list[PodSet] = []
+    min_gpus = None
+    if family in ("coscheduling", "volcano", "kai"):
+        minimum = _count(spec.get("minMember"), "spec.minMember", problems)
+        min_gpus = _min_gpus(spec, problems)
+        if family == "kai":
+            tc = spec.get("topologyConstraint")
+            if isinstance(tc, Mapping):
+                required = tc.get("requiredTopologyLevel") or None
+                preferred = tc.get("preferredTopologyLevel") or None
+            for i, sg in enumerate(spec.get("subGroups") or ()):
+                if isinstance(sg, Mapping):
+                    n = _count(sg.get("minMember"), f"spec.subGroups[{i}].minMember", problems)
+                    pod_sets.append(PodSet(str(sg.get("name") or i), n or 0, 0))
+        elif family == "volcano":
+            for task, n in (spec.get("minTaskMember") or EMPTY).items():
+                c = _count(n, f"spec.minTaskMember[{task}]", problems, 0)
+                pod_sets.append(PodSet(str(task), c or 0, 0))
+    elif family == "podgroup":
+        minimum = _gang_min(spec.get("schedulingPolicy"), "spec.schedulingPolicy", problems)
+        required = _topology_key(spec.get("schedulingConstraints"))
+    elif family == "workload":
+        # v1alpha1: spec.podGroups[].policy; v1alpha2+: spec.podGroupTemplates[].schedulingPolicy
+        groups = spec.get("podGroupTemplates") or spec.get("podGroups") or ()
+        key = "podGroupTemplates" if spec.get("podGroupTemplates") else "podGroups"
+        total = 0
+        for i, g in enumerate(groups):
+            if not isinstance(g, Mapping):
+                continue
+            path = f"spec.{key}[{i}]"
+            pol = g.get("schedulingPolicy") if "schedulingPolicy" in g else g.get("policy")
+            n = _gang_min(pol, f"{path}.{'schedulingPolicy' if 'schedulingPolicy' in g else 'policy'}", problems)
+            pod_sets.append(PodSet(str(g.get("name") or i), n or 0, 0))
+            total += n or 0
+            required = required or _topology_key(g.get("schedulingConstraints"))
+        minimum = total or None
+    elif family == "kueue":
+        total = 0
+        for i, ps in enumerate(spec.get("podSets") or ()):
+            if not isinstance(ps, Mapping):
+                continue
+            path = f"spec.podSets[{i}]"
+            count = _count(ps.get("count", 1), f"{path}.count", problems, 0) or 0
+            least = _count(ps.get("minCount"), f"{path}.minCount", problems, 0)
+            gpus = fraction = memory = product = None
+            tmpl = ps.get("template")
+            if pod_demand is not None and isinstance(tmpl, Mapping):
+                d = pod_demand({"metadata": tmpl.get("metadata") or {"namespace": ns}, "spec": tmpl.get("spec") or {}})
+                gpus, fraction, memory, product = d.gpus, d.fraction, d.gpu_memory, d.gpu_product
+            pod_sets.append(PodSet(str(ps.get("name") or i), count, gpus or 0, fraction, memory, product))
+            total += least if least is not None else count
+            tr = ps.get("topologyRequest")
+            if isinstance(tr, Mapping):
+                required = required or tr.get("required") or None
+                preferred = preferred or tr.get("preferred") or None
+        minimum = total or None
+    return GroupInfo(family, kind, ns, name, minimum, required, preferred, tuple(pod_sets), min_gpus, tuple(problems), obj)
+
+
+def pod_group_ref(meta: Mapping, spec: Mapping) -> tuple[str, str, str | None] | None:
+    """(family, group name, pod group within a Workload or None) a pod points at, or None."""
+    sg = spec.get("schedulingGroup")
+    if isinstance(sg, Mapping) and sg.get("podGroupName"):
+        return "podgroup", sg["podGroupName"], None
+    ref = spec.get("workloadRef")
+    if isinstance(ref, Mapping) and ref.get("name"):
+        return "workload", ref["name"], ref.get("podGroup")
+    labels = meta.get("labels") or EMPTY
+    annotations = meta.get("annotations") or EMPTY
+    if labels.get(COSCHEDULING_LABEL):
+        return "coscheduling", labels[COSCHEDULING_LABEL], None
+    if annotations.get(VOLCANO_ANNOTATION):
+        return "volcano", annotations[VOLCANO_ANNOTATION], None
+    kai = annotations.get(KAI_KEY) or labels.get(KAI_KEY)
+    if kai:
+        return "kai", kai, None
+    if labels.get(KUEUE_GROUP_LABEL):
+        return "kueue-pod-group", labels[KUEUE_GROUP_LABEL], None
+    return None

@@ -1,0 +1,27 @@
+"""The I/O shell around `ClusterSnapshot.from_text`: read a cluster-state file for the CLI and tests."""
+
+from __future__ import annotations
+
+from policy.cluster import ClusterSnapshot, SnapshotError
+from webhook.cli import UsageError
+
+
+def read_cluster_file(path: str) -> ClusterSnapshot:
+    """The snapshot in a `kubectl get … -o yaml|json` file; UsageError (one line) when missing or malformed."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such cluster-state file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, expected a cluster-state file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: byte {exc.start}: not UTF-8 text") from None
+    try:
+        return ClusterSnapshot.from_text(text)
+    except SnapshotError as exc:
+        raise UsageError(f"{path}: {exc}") from None
