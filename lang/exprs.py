@@ -136,7 +136,7 @@ class ExprLowerer:
         return None
 
     def _suggest(self, name: str) -> str | None:
-        if "-" in name and all(p in self.scope.fields for p in name.split("-") if p):
+        if "-" in name and name.split("-")[0] in self.scope.fields:
             return "to subtract, put spaces around `-`: " + " - ".join(name.split("-"))
         close = difflib.get_close_matches(name, list(self.scope.fields) + list(self.scope.topologies), n=1)
         return f"did you mean `{close[0]}`?" if close else None

@@ -1,0 +1,168 @@
+"""Lowering of the blocks with conditions inside them: gang, agents, rule."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from lang import ast, ir
+from lang.checker import check_mode, check_statements, decl_name
+from lang.diagnostics import warning
+from lang.ir import Type
+from lang.template import lower_template
+
+VERBS = {"create": "CREATE", "update": "UPDATE", "delete": "DELETE", "connect": "CONNECT", "any": "*", "*": "*"}
+IDENTITY_FIELDS = {"user", "groups", "serviceaccount"}
+COMMON_RESOURCES = (
+    "pods", "pods/exec", "pods/attach", "pods/portforward", "pods/ephemeralcontainers", "pods/eviction",
+    "jobs", "jobsets", "cronjobs", "deployments", "statefulsets", "replicasets", "daemonsets",
+    "podgroups", "workloads", "services", "configmaps", "secrets", "namespaces", "persistentvolumeclaims",
+)  # fmt: skip
+_RESOURCE = re.compile(r"[a-z][a-z0-9.-]*(/[a-z]+)?")
+
+
+def lower_gang(low, b: ast.Block) -> ir.Gang:
+    """`gang NAME { for; require min_members; require topology T.L [when]; on unplaceable; mode }`."""
+    stmts = check_statements(b, low.diags)
+    reqs: list[ir.TopologyRequirement] = []
+    for s in b.stmts:
+        if not isinstance(s, ast.RequireTopology):
+            continue
+        when = low.condition(s.when, "when")
+        topo, level = s.topology.name, s.level.name
+        if topo not in low.scope.topologies:
+            low.err("E0103", f"unknown topology `{topo}`", s.topology.span, _known("topologies", low.scope.topologies))
+            continue
+        if level not in low.scope.topologies[topo]:
+            low.err("E0104", f"topology `{topo}` has no level `{level}`", s.level.span, "levels: " + ", ".join(low.scope.topologies[topo]))
+            continue
+        reqs.append(ir.TopologyRequirement(topo, level, when, s.span))
+    for i, r in enumerate(reqs[:-1]):  # the last matching requirement wins: an unconditional later one hides this one
+        later = next((x for x in reqs[i + 1 :] if x.when is None), None)
+        if later is not None:
+            low.diags.append(warning("W0303", f"`require topology {r.topology}.{r.level}` never applies", r.span, f"the unconditional requirement on line {later.span.line} always matches later and wins"))
+    action = stmts.get("on unplaceable")
+    on = "deny"
+    if action is not None:
+        if action.value.name in ("deny", "warn"):
+            on = action.value.name
+        else:
+            low.err("E0110", f"unknown action `{action.value.name}` for `on unplaceable`", action.value.span, "use `deny` or `warn`")
+    return ir.Gang(
+        name=decl_name(b),
+        selector=low.selector(stmts),
+        require_min_members="require min_members" in stmts,
+        topology=tuple(reqs),
+        on_unplaceable=on,  # type: ignore[arg-type]
+        mode=check_mode(stmts, low.diags),
+        span=b.span,
+    )
+
+
+def lower_agents(low, b: ast.Block) -> ir.Agents:
+    """`agents [NAME] { identity; allow VERBS RESOURCES [when]; deny [when] ["msg"]; mode }`."""
+    stmts = check_statements(b, low.diags)
+    identity = None
+    if "identity" in stmts:
+        identity = low.condition(stmts["identity"].expr, "identity")
+        for f in _fields(identity):
+            if f.name not in IDENTITY_FIELDS:
+                low.err("E0114", f"`identity` can only read user, groups and serviceaccount, not `{f.name}`", f.span, "put conditions on the workload in `allow … when` or `deny when`")
+    allows = tuple(_allow(low, s) for s in b.stmts if isinstance(s, ast.Allow))
+    denies = []
+    for s in b.stmts:
+        if isinstance(s, ast.DenyStmt):
+            msg = lower_template(s.message, low.scope.fields, low.diags) if s.message else None
+            denies.append(ir.AgentDeny(low.condition(s.when, "when"), msg, s.span))
+    return ir.Agents(decl_name(b), identity, allows, tuple(denies), check_mode(stmts, low.diags), b.span)
+
+
+def _allow(low, s: ast.Allow) -> ir.AgentAllow:
+    ops: set[str] = set()
+    for v in s.verbs:
+        op = VERBS.get(v.name)
+        if op is None:
+            hint = "exec and attach are `connect` on `pods/exec` and `pods/attach`" if v.name in ("exec", "attach") else _close(v.name, VERBS)
+            low.err("E0109", f"unknown verb `{v.name}`", v.span, hint or "verbs: create, update, delete, connect, any")
+        else:
+            ops.add(op)
+    resources: set[str] = set()
+    for r in s.resources:
+        if r.name in ("any", "*"):
+            resources.add("*")
+        elif not _RESOURCE.fullmatch(r.name) or (r.name not in COMMON_RESOURCES and r.name + "s" in COMMON_RESOURCES):
+            hint = _close(r.name.lower() + ("s" if not r.name.endswith("s") else ""), COMMON_RESOURCES) or _close(r.name, COMMON_RESOURCES)
+            low.err("E0109", f"`{r.name}` is not a resource name", r.span, hint or "resources are lowercase plurals like `pods` or `pods/exec`")
+        else:
+            resources.add(r.name)
+    if "*" in ops:
+        ops = {"*"}
+    if "*" in resources:
+        resources = {"*"}
+    return ir.AgentAllow(frozenset(ops), frozenset(resources), low.condition(s.when, "when"), s.span)
+
+
+def lower_rule(low, b: ast.Block) -> ir.Rule:
+    """`rule NAME { mode; for; when; deny "msg {field}"; set labels["k"] = EXPR }`."""
+    stmts = check_statements(b, low.diags)
+    when = stmts.get("when")
+    actions: list = []
+    for s in b.stmts:
+        if isinstance(s, ast.DenyStmt):
+            if s.when is not None:
+                low.err("E0114", "in a rule, the condition goes in its own `when` statement", s.when.span, "write `when …` on one line and `deny \"…\"` on the next")
+            if s.message is None:
+                low.err("E0111", "a rule's `deny` needs a message", s.span, 'e.g. `deny "GPU pods need a team label"`')
+                continue
+            actions.append(ir.Deny(lower_template(s.message, low.scope.fields, low.diags), s.span))
+        elif isinstance(s, ast.SetStmt):
+            actions.append(_set(low, s))
+    if not actions:
+        low.err("E0111", f"rule `{decl_name(b)}` does nothing", b.span, "add a `deny \"…\"` or a `set labels[\"k\"] = …`")
+    return ir.Rule(
+        name=decl_name(b),
+        selector=low.selector(stmts),
+        when=low.condition(when.expr, "when") if when else None,
+        actions=tuple(a for a in actions if a is not None),
+        mode=check_mode(stmts, low.diags),
+        span=b.span,
+    )
+
+
+def _set(low, s: ast.SetStmt) -> ir.SetField | None:
+    if s.target.name not in ("labels", "annotations"):
+        low.err("E0112", f"`set` cannot write `{s.target.name}`", s.target.span, 'write `set labels["k"] = …` or `set annotations["k"] = …`')
+        return None
+    value = low.exprs.value(s.value)
+    if value is None:
+        return None
+    if value.type is not Type.STRING:
+        low.err("E0201", f"a {s.target.name[:-1]} value must be a string, found a {value.type.value}", s.value.span)
+        return None
+    if not s.key.value:
+        low.err("E0112", f"a {s.target.name[:-1]} key cannot be empty", s.key.span)
+        return None
+    return ir.SetField(s.target.name, s.key.value, value, s.span)
+
+
+def _fields(e) -> list[ir.Field]:
+    if e is None:
+        return []
+    if isinstance(e, ir.Field):
+        return [e]
+    out: list[ir.Field] = []
+    for attr in ("left", "right", "item", "target", "container"):
+        if hasattr(e, attr):
+            out += _fields(getattr(e, attr))
+    for i in getattr(e, "items", ()):
+        out += _fields(i)
+    return out
+
+
+def _close(name: str, options) -> str | None:
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def _known(noun: str, names) -> str:
+    return f"declared {noun}: " + (", ".join(sorted(names)) if names else "none")
