@@ -1,0 +1,159 @@
+"""IR -> compiled policy: an ordered list of named, pure compiler passes (OPA-style).
+
+Each pass reads the `PolicySet` and what earlier passes produced, and adds to the
+`Compiled` result. Nothing here runs per request; `Engine.decide` only calls the
+closures these passes build, in `Compiled.checks` order: agents, priority, fraction,
+quota, gang, rules (identity first, mutations last).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lang import ir
+from policy import agents, fraction, gang, priority, quota, rules
+from policy.expr import Levels, compile_condition, compile_expr, compile_template
+
+MODES = ("enforce", "warn", "audit")
+
+
+@dataclass
+class Compiled:
+    """The output of the passes: closures and indexes the engine uses per request."""
+
+    policy: ir.PolicySet
+    mode_override: str | None
+    levels: Levels = field(default_factory=Levels)
+    model_by_product: dict[str, str] = field(default_factory=dict)
+    model_memory: dict[str, int] = field(default_factory=dict)
+    selectors: dict[str, Callable | None] = field(default_factory=dict)  # block id -> selector closure
+    modes: dict[str, str] = field(default_factory=dict)  # block id -> effective mode
+    identities: list[Callable] = field(default_factory=list)
+    quota_specs: list[quota.QuotaSpec] = field(default_factory=list)
+    checks: list[tuple[str, Callable]] = field(default_factory=list)  # (stage, check) in evaluation order
+    block_ids: list[str] = field(default_factory=list)
+
+    def mode(self, declared: str) -> str:
+        """The effective mode of a block declared with `declared`."""
+        return self.mode_override or declared
+
+    def cond(self, expr: ir.Expr | None):
+        """A compiled condition (None for "always")."""
+        return compile_condition(expr, self.levels)
+
+    def value(self, expr: ir.Expr):
+        """A compiled value expression."""
+        return compile_expr(expr, self.levels)
+
+    def message(self, tpl: ir.Template | None):
+        """A compiled message template."""
+        return compile_template(tpl, self.levels)
+
+
+def _governing(policy: ir.PolicySet):
+    return (*policy.quotas, *policy.fractions, *policy.gangs, *policy.agents, *policy.rules)
+
+
+def index_declarations(c: Compiled) -> None:
+    """GPU models by product label value, topology levels by (topology, level)."""
+    c.levels = Levels(c.policy.topologies)
+    for g in c.policy.gpus:
+        c.model_by_product[g.product] = g.name
+        c.model_memory[g.name] = g.memory
+
+
+def resolve_modes(c: Compiled) -> None:
+    """Each governing block's effective mode (the serve-time override wins)."""
+    for b in _governing(c.policy):
+        c.modes[b.id] = c.mode(b.mode)
+        c.block_ids.append(b.id)
+
+
+def compile_selectors(c: Compiled) -> None:
+    """`for` expressions become closures, once per block."""
+    for b in _governing(c.policy):
+        if not isinstance(b, ir.Agents):
+            c.selectors[b.id] = c.cond(b.selector)
+    for a in c.policy.agents:
+        if a.identity is not None:
+            c.identities.append(c.cond(a.identity))
+
+
+def compile_agents(c: Compiled) -> None:
+    """Agents blocks: identity first, so an agent is denied before anything else is computed."""
+    for a in c.policy.agents:
+        check = agents.make_check(a, c.cond(a.identity), c.cond, c.message, c.modes[a.id])
+        c.checks.append(("agents", check))
+
+
+def compile_priority(c: Compiled) -> None:
+    """Priority declarations: default class mutation and unknown-class denial."""
+    check = priority.make_check(c.policy.priorities, c.mode("enforce"))
+    if check is not None:
+        c.checks.append(("priority", check))
+
+
+def compile_fractions(c: Compiled) -> None:
+    """Fraction blocks."""
+    for f in c.policy.fractions:
+        c.checks.append(("fraction", fraction.make_check(f, c.selectors[f.id], c.modes[f.id])))
+
+
+def compile_quotas(c: Compiled) -> None:
+    """Quota blocks and the spec list the per-snapshot ledger is built from."""
+    for i, q in enumerate(c.policy.quotas):
+        spec = quota.compile_quota(q, i, c.selectors[q.id], c.modes[q.id])
+        c.quota_specs.append(spec)
+        c.checks.append(("quota", quota.make_check(spec)))
+
+
+def compile_gangs(c: Compiled) -> None:
+    """Gang blocks with their topology requirements' `when` closures."""
+    for g in c.policy.gangs:
+        whens = tuple(c.cond(t.when) for t in g.topology)
+        c.checks.append(("gang", gang.make_check(g, c.selectors[g.id], whens, c.levels.label, c.modes[g.id])))
+
+
+def compile_rules(c: Compiled) -> None:
+    """Rules last, so their `set` patches follow every other block's."""
+    for r in c.policy.rules:
+        check = rules.make_check(r, c.selectors[r.id], c.cond(r.when), c.value, c.message, c.modes[r.id])
+        c.checks.append(("rule", check))
+
+
+PASSES: list[tuple[str, Callable[[Compiled], None]]] = [
+    ("index-declarations", index_declarations),
+    ("resolve-modes", resolve_modes),
+    ("compile-selectors", compile_selectors),
+    ("compile-agents", compile_agents),
+    ("compile-priority", compile_priority),
+    ("compile-fractions", compile_fractions),
+    ("compile-quotas", compile_quotas),
+    ("compile-gangs", compile_gangs),
+    ("compile-rules", compile_rules),
+]
+
+
+def compile_policy_set(policy: ir.PolicySet, mode_override: str | None = None) -> Compiled:
+    """Run every pass in order over `policy`."""
+    if mode_override not in (None, *MODES):
+        raise ValueError(f"mode override must be one of {', '.join(MODES)}, not {mode_override!r}")
+    c = Compiled(policy, mode_override)
+    for _, run in PASSES:
+        run(c)
+    return c
+
+
+_KEY_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def audit_key(block_id: str) -> str:
+    """A qualified-name audit annotation key for a block id: `quota team-a` -> `quota.team-a`.
+
+    The API server prefixes webhook audit keys with the webhook's name, so the final
+    key reads e.g. `validate.allot.dev/quota.team-a`.
+    """
+    key = _KEY_BAD.sub("-", block_id.replace(" ", ".")).strip("-_.")[:63].strip("-_.")
+    return key or "allot"

@@ -1,0 +1,70 @@
+"""RFC 6902 JSONPatch construction against the original object, with RFC 6901 key escaping.
+
+Patches must apply cleanly to the object the API server sent: a member added under a
+map that does not exist yet (e.g. `/metadata/labels` absent) becomes ONE `add` of the
+whole map, because `add /metadata/labels/team` would fail on a missing parent.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+_MISSING = object()
+
+
+def escape(key: str) -> str:
+    """RFC 6901 reference token: `~` -> `~0` first, then `/` -> `~1` (`acme.io/x` -> `acme.io~1x`)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(path: tuple[str, ...]) -> str:
+    """A JSON pointer for a tuple of raw keys."""
+    return "".join("/" + escape(p) for p in path)
+
+
+def _lookup(obj: object, path: tuple[str, ...]) -> object:
+    node = obj
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+class PatchBuilder:
+    """Collects JSONPatch ops for one original object; `ops()` returns them in a clean apply order."""
+
+    __slots__ = ("obj", "_ops", "_pending")
+
+    def __init__(self, obj: Mapping | None):
+        self.obj = obj if obj is not None else {}
+        self._ops: list[dict] = []
+        self._pending: dict[tuple[str, ...], dict] = {}  # missing map path -> members to add with it
+
+    def set(self, path: tuple[str, ...], value: object) -> bool:
+        """Set the member at `path` to `value`; False (no op) when it already holds that value."""
+        current = _lookup(self.obj, path)
+        if current == value:
+            return False
+        parent = path[:-1]
+        if _lookup(self.obj, parent) is _MISSING:
+            # Find the widest missing ancestor; the whole subtree is added there in one op.
+            missing = parent
+            while len(missing) > 1 and _lookup(self.obj, missing[:-1]) is _MISSING:
+                missing = missing[:-1]
+            node = self._pending.setdefault(missing, {})
+            for part in path[len(missing) : -1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = value
+            return True
+        op = "add" if current is _MISSING else "replace"
+        self._ops.append({"op": op, "path": pointer(path), "value": value})
+        return True
+
+    def ops(self) -> tuple[dict, ...]:
+        """The collected ops: whole-map adds first, then member ops."""
+        adds = [{"op": "add", "path": pointer(p), "value": v} for p, v in self._pending.items()]
+        return tuple(adds + self._ops)
+
+    def __bool__(self) -> bool:
+        return bool(self._ops or self._pending)

@@ -1,0 +1,222 @@
+"""`quota` blocks: Kueue-style nominal / cohort / borrowingLimit / lendingLimit over GPU-equivalents.
+
+Fit rule, all in exact milli-GPU integers (docs/semantics.md has the derivation):
+
+    used + requested <= nominal + borrowable
+    borrowable = 0 without a cohort, else min(borrow, pool) (borrow None = unlimited)
+    pool = sum over the other cohort members m of min(max(0, nominal_m - used_m), lend_m)
+           - sum over the other members of what they already borrow, max(0, used_m - nominal_m)
+
+`used` is what live pods are charged (kept incrementally by `QuotaLedger`, which
+subscribes to the cluster snapshot) plus reservations the engine made for admitted
+pods the snapshot has not shown yet. Per-model and `gpu_memory` limits are hard caps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from lang import ir
+from lang.quantity import format_bytes, format_milli
+from policy.context import Context, where
+
+RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod
+
+Charge = tuple[int, int, int, str | None, int]  # (quota index, milli-GPU, bytes, model, model milli-GPU)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSpec:
+    """One compiled quota: its limits and the selector closure."""
+
+    index: int
+    id: str
+    location: str
+    name: str
+    cohort: str | None
+    nominal: int | None
+    per_model: dict
+    gpu_memory: int | None
+    borrow: int | None
+    lend: int | None
+    mode: str
+    selector: Callable | None
+
+
+def _is_live(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _pod_key(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+class QuotaLedger:
+    """Per-quota usage kept incrementally from snapshot events, so a decision never scans pods."""
+
+    def __init__(self, specs: list[QuotaSpec], to_workload: Callable[[dict], object]):
+        self.specs = specs
+        self.to_workload = to_workload  # live pod -> enriched Workload (normalize_object + model resolution)
+        self.used = [0] * len(specs)  # milli-GPU
+        self.memory = [0] * len(specs)  # bytes
+        self.models: list[dict[str, int]] = [{} for _ in specs]
+        self.pods: dict[str, tuple[Charge, ...]] = {}
+        self.reservations: dict[str, tuple[float, tuple[Charge, ...]]] = {}
+        self.next_expiry = float("inf")
+        self.cohorts: dict[str, list[int]] = {}
+        for s in specs:
+            if s.cohort:
+                self.cohorts.setdefault(s.cohort, []).append(s.index)
+
+    def attach(self, snapshot) -> None:
+        """Charge every live pod of the snapshot once, then follow its events."""
+        if snapshot is None:
+            return
+        for pod in snapshot.pods():
+            self.on_event("ADDED", None, pod)
+        snapshot.subscribe(self.on_event)
+
+    def charges_for(self, w) -> tuple[Charge, ...]:
+        """What `w` is charged in each quota whose selector matches."""
+        if w.total_gpus <= 0 and not w.gpu_memory:
+            return ()
+        memory = (w.gpu_memory or 0) * w.pods
+        out = []
+        for s in self.specs:
+            if s.selector is None or s.selector(w):
+                out.append((s.index, w.total_gpus, memory, w.gpu_model, w.total_gpus))
+        return tuple(out)
+
+    def on_event(self, event: str, old: dict | None, new: dict | None) -> None:
+        """Snapshot callback: re-charge a pod when it appears, changes or goes away."""
+        obj = new if new is not None else old
+        if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
+            return
+        key = _pod_key(obj)
+        previous = self.pods.pop(key, None)
+        if previous:
+            self._apply(previous, -1)
+        if event != "DELETED" and new is not None and _is_live(new):
+            charges = self.charges_for(self.to_workload(new))
+            if charges:
+                self.pods[key] = charges
+                self._apply(charges, +1)
+            held = self.reservations.pop(key, None)  # the pod itself now carries the charge
+            if held:
+                self._apply(held[1], -1)
+
+    def _apply(self, charges: tuple[Charge, ...], sign: int) -> None:
+        for qi, milli, memory, model, model_milli in charges:
+            self.used[qi] += sign * milli
+            self.memory[qi] += sign * memory
+            if model is not None:
+                per = self.models[qi]
+                per[model] = per.get(model, 0) + sign * model_milli
+
+    def reserve(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> None:
+        """Hold `charges` for an admitted pod until the snapshot shows it or `expires_at` passes."""
+        if not charges or key in self.pods:
+            return
+        old = self.reservations.pop(key, None)
+        if old:
+            self._apply(old[1], -1)
+        self.reservations[key] = (expires_at, charges)
+        self._apply(charges, +1)
+        self.next_expiry = min(self.next_expiry, expires_at)
+
+    def expire(self, now: float) -> None:
+        """Drop reservations whose time has passed (cheap when none is due)."""
+        if now < self.next_expiry:
+            return
+        self.next_expiry = float("inf")
+        for key, (at, charges) in list(self.reservations.items()):
+            if at <= now:
+                del self.reservations[key]
+                self._apply(charges, -1)
+            else:
+                self.next_expiry = min(self.next_expiry, at)
+
+    def borrowable(self, qi: int) -> int:
+        """Milli-GPU quota `qi` may take beyond its nominal right now (see module doc)."""
+        spec = self.specs[qi]
+        if spec.cohort is None or spec.borrow == 0:
+            return 0
+        pool = borrowed = 0
+        for j in self.cohorts[spec.cohort]:
+            if j == qi:
+                continue
+            other = self.specs[j]
+            nominal, used = other.nominal or 0, self.used[j]
+            idle = max(0, nominal - used)
+            pool += idle if other.lend is None else min(idle, other.lend)
+            borrowed += max(0, used - nominal)
+        avail = max(0, pool - borrowed)
+        return avail if spec.borrow is None else min(spec.borrow, avail)
+
+
+def compile_quota(q: ir.Quota, index: int, selector, mode: str) -> QuotaSpec:
+    """The compiled form of one `quota` block."""
+    return QuotaSpec(
+        index=index,
+        id=q.id,
+        location=where(q.span),
+        name=q.name,
+        cohort=q.cohort,
+        nominal=q.gpus,
+        per_model=dict(q.per_model),
+        gpu_memory=q.gpu_memory,
+        borrow=q.borrow,
+        lend=q.lend,
+        mode=mode,
+        selector=selector,
+    )
+
+
+def make_check(spec: QuotaSpec) -> Callable[[Context], None]:
+    """The per-request check of one quota: charge the workload, compare with the limits."""
+    qi, block, location, mode, sel, name = spec.index, spec.id, spec.location, spec.mode, spec.selector, spec.name
+
+    def check(ctx: Context) -> None:
+        w = ctx.w
+        if w.operation != "CREATE" or (w.total_gpus <= 0 and not w.gpu_memory):
+            return
+        if sel is not None and not sel(w):
+            return
+        ctx.blocks.append(block)
+        ledger = ctx.state.quota
+        ledger.expire(ctx.now)
+        requested = w.total_gpus
+        if spec.nominal is not None and requested > 0:
+            used, borrowable = ledger.used[qi], ledger.borrowable(qi)
+            data = {"used": used, "requested": requested, "nominal": spec.nominal, "borrowable": borrowable}
+            arithmetic = (
+                f"{name}: {format_milli(used)} in use + {format_milli(requested)} requested"
+                f" {{}} {format_milli(spec.nominal)} nominal + {format_milli(borrowable)} borrowable"
+            )
+            if used + requested > spec.nominal + borrowable:
+                ctx.find("QuotaExceeded", block, location, arithmetic.format(">"), mode, data)
+            else:
+                ctx.note(block, location, arithmetic.format("<=") + ": fits")
+        model = w.gpu_model
+        if model is not None and model in spec.per_model:
+            limit, used = spec.per_model[model], ledger.models[qi].get(model, 0)
+            data = {"model": model, "used": used, "requested": requested, "nominal": limit, "borrowable": 0}
+            text = f"{name}: {format_milli(used)} {model} in use + {format_milli(requested)} requested"
+            if used + requested > limit:
+                ctx.find("QuotaModelExceeded", block, location, f"{text} > {format_milli(limit)} nominal {model}", mode, data)
+            else:
+                ctx.note(block, location, f"{text} <= {format_milli(limit)} nominal {model}: fits")
+        if spec.gpu_memory is not None and w.gpu_memory:
+            charge, used = w.gpu_memory * w.pods, ledger.memory[qi]
+            data = {"used": used, "requested": charge, "nominal": spec.gpu_memory, "borrowable": 0}
+            text = f"{name}: {format_bytes(used)} GPU memory in use + {format_bytes(charge)} requested"
+            if used + charge > spec.gpu_memory:
+                ctx.find("QuotaMemoryExceeded", block, location, f"{text} > {format_bytes(spec.gpu_memory)} nominal", mode, data)
+            else:
+                ctx.note(block, location, f"{text} <= {format_bytes(spec.gpu_memory)} nominal: fits")
+        memory = (w.gpu_memory or 0) * w.pods
+        ctx.reserve.append((ledger, (qi, requested, memory, model, requested)))
+
+    return check
