@@ -1,0 +1,115 @@
+"""What the engine calls to pin gang members to their domain: RFC 6902 affinity patches and `GangPlanner`."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from policy.placement.reservations import RESERVATION_ANNOTATION
+from policy.placement.result import GangRequest, PlacementResult
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _at(obj: Mapping, pointer: str):
+    """The value at a JSON pointer of `obj`, or None when any step is missing."""
+    cur: object = obj
+    for raw in pointer.split("/")[1:]:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(cur, Mapping):
+            cur = cur.get(token)
+        elif isinstance(cur, list) and token.isdigit() and int(token) < len(cur):
+            cur = cur[int(token)]
+        else:
+            return None
+        if cur is None:
+            return None
+    return cur
+
+
+def affinity_patch(pod: Mapping, label: str, value: str, prefix: str = "/spec") -> list[dict]:
+    """Ops adding required node affinity `label In [value]` to the pod spec at `prefix`, ANDed into every existing term."""
+    expr = {"key": label, "operator": "In", "values": [value]}
+    spec = _at(pod, prefix) if prefix else pod
+    if not isinstance(spec, Mapping):
+        return [{"op": "add", "path": prefix, "value": {"affinity": _fresh_affinity(expr)}}]
+    affinity = spec.get("affinity")
+    base = f"{prefix}/affinity"
+    if not isinstance(affinity, Mapping):
+        return [{"op": "add", "path": base, "value": _fresh_affinity(expr)}]
+    node_affinity = affinity.get("nodeAffinity")
+    if not isinstance(node_affinity, Mapping):
+        return [{"op": "add", "path": f"{base}/nodeAffinity", "value": _fresh_affinity(expr)["nodeAffinity"]}]
+    required = node_affinity.get(_REQUIRED)
+    req_path = f"{base}/nodeAffinity/{_REQUIRED}"
+    if not isinstance(required, Mapping):
+        return [{"op": "add", "path": req_path, "value": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}]
+    terms = required.get("nodeSelectorTerms")
+    if not isinstance(terms, list) or not terms:
+        return [{"op": "add", "path": f"{req_path}/nodeSelectorTerms", "value": [{"matchExpressions": [expr]}]}]
+    ops = []
+    for i, term in enumerate(terms):
+        # Terms are ORed: the domain must hold in each, so each gets the expression (ANDed inside it).
+        exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        term_path = f"{req_path}/nodeSelectorTerms/{i}"
+        if not isinstance(term, Mapping):
+            ops.append({"op": "replace", "path": term_path, "value": {"matchExpressions": [expr]}})
+        elif isinstance(exprs, list):
+            if expr not in exprs:
+                ops.append({"op": "add", "path": f"{term_path}/matchExpressions/-", "value": dict(expr, values=[value])})
+        else:
+            ops.append({"op": "add", "path": f"{term_path}/matchExpressions", "value": [expr]})
+    return ops
+
+
+def _fresh_affinity(expr: dict) -> dict:
+    return {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}
+
+
+def reservation_patch(pod: Mapping, reservation_id: str) -> list[dict]:
+    """Ops setting the `allot.dev/reservation` annotation, so the bound pod releases its held slot."""
+    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return [{"op": "add", "path": "/metadata", "value": {"annotations": {RESERVATION_ANNOTATION: reservation_id}}}]
+    if not isinstance(annotations, Mapping):
+        return [{"op": "add", "path": "/metadata/annotations", "value": {RESERVATION_ANNOTATION: reservation_id}}]
+    return [{"op": "add", "path": f"/metadata/annotations/{_escape(RESERVATION_ANNOTATION)}", "value": reservation_id}]
+
+
+class GangPlanner:
+    """Remembers each gang's chosen domain (key `namespace/gang`) so every member gets the same one."""
+
+    def __init__(self, index, ttl: float = 300.0):
+        self.index = index
+        self.ttl = ttl
+        self._chosen: dict[str, tuple[PlacementResult, float]] = {}  # key -> (result, forget after)
+
+    def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
+        """The gang's placement: the remembered one, or a new query (reserved under `key` unless dry-run)."""
+        self.index.expire(now)
+        for old in [k for k, (_r, until) in self._chosen.items() if until <= now]:
+            del self._chosen[old]
+        hit = self._chosen.get(key)
+        if hit is not None:
+            self._chosen[key] = (hit[0], now + self.ttl)
+            return hit[0]
+        result = self.index.query(gang)
+        if result.fits and not dry_run:
+            self.index.reserve(key, result, now + self.ttl)
+            self._chosen[key] = (result, now + self.ttl)
+        return result
+
+    def patch(self, pod: Mapping, key: str, result: PlacementResult, prefix: str = "/spec") -> list[dict]:
+        """Affinity to the chosen domain plus the reservation annotation (empty for a whole-topology placement)."""
+        if not result.fits or result.label is None or result.domain is None:
+            return []
+        return affinity_patch(pod, result.label, result.domain, prefix) + reservation_patch(pod, key)
+
+    def forget(self, key: str) -> None:
+        """Drop the remembered domain and release what is still held."""
+        self._chosen.pop(key, None)
+        self.index.release(key)

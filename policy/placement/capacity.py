@@ -1,0 +1,124 @@
+"""The node model: which nodes can take GPU pods, with what GPUs, and where they sit in each topology.
+
+Read from a Kubernetes Node object exactly as `kubectl get nodes -o yaml` prints it:
+GPU count from `status.allocatable["nvidia.com/gpu"]`, model from the GPU Feature
+Discovery label `nvidia.com/gpu.product`, device memory from `nvidia.com/gpu.memory`
+(MiB) or else the declared `gpu` model's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from lang.quantity import QuantityError, to_int
+
+GPU_RESOURCE = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB per device (GFD)
+UNKNOWN_MODEL = "unknown"
+# The device plugin taints GPU nodes with this key and the ExtendedResourceToleration
+# admission plugin adds the toleration to every pod that requests nvidia.com/gpu.
+DEFAULT_TOLERATED = frozenset({GPU_RESOURCE})
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+Levels = Sequence[tuple[str, str]]  # (level name, node label key), widest first
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """What placement needs of one node: eligibility, GPUs, and its label path per topology."""
+
+    name: str
+    eligible: bool
+    why_not: str | None  # "cordoned", "NotReady", "tainted key=value:NoSchedule", None when eligible
+    model: str  # declared model name when the product is declared, else the raw product
+    gpus: int  # whole physical devices
+    memory: int  # bytes per device (0 when unknown)
+    paths: tuple[tuple[str, ...] | None, ...]  # per topology: label values widest first; None if a label is missing
+
+
+def model_key(product: str | None, gpu_models: Mapping[str, tuple[str, int]]) -> str:
+    """The model key a product label value (or declared model name) stands for."""
+    if not product:
+        return UNKNOWN_MODEL
+    hit = gpu_models.get(product)
+    return hit[0] if hit else product
+
+
+def _ready(status: Mapping) -> bool:
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False  # a node that never reported Ready is not schedulable
+
+
+def _blocking_taint(spec: Mapping, tolerated: frozenset[str]) -> str | None:
+    for taint in spec.get("taints") or ():
+        if not isinstance(taint, Mapping) or taint.get("effect") not in _BLOCKING_EFFECTS:
+            continue
+        key = taint.get("key") or ""
+        if key in tolerated:
+            continue
+        value = taint.get("value")
+        return f"tainted {key}{'=' + str(value) if value else ''}:{taint.get('effect')}"
+    return None
+
+
+def _gpu_count(status: Mapping) -> int:
+    raw = (status.get("allocatable") or {}).get(GPU_RESOURCE)
+    if raw is None:
+        raw = (status.get("capacity") or {}).get(GPU_RESOURCE)
+    if raw is None:
+        return 0
+    try:
+        return max(0, to_int(str(raw)))
+    except QuantityError:
+        return 0
+
+
+def _memory(labels: Mapping, model: str, product: str | None, gpu_models: Mapping[str, tuple[str, int]]) -> int:
+    raw = labels.get(MEMORY_LABEL)
+    if raw is not None:
+        try:
+            return max(0, int(str(raw))) * 2**20
+        except ValueError:
+            pass
+    hit = gpu_models.get(product or "")
+    return hit[1] if hit else 0
+
+
+def read_node(
+    node: Mapping,
+    topologies: Sequence[tuple[str, Levels]],
+    gpu_models: Mapping[str, tuple[str, int]],
+    tolerated: frozenset[str] = DEFAULT_TOLERATED,
+) -> NodeSpec:
+    """The placement view of one Node object (never raises on odd input)."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    labels = meta.get("labels") or {}
+    name = str(meta.get("name") or "")
+    product = labels.get(PRODUCT_LABEL)
+    model = model_key(product, gpu_models)
+    why_not = None
+    if spec.get("unschedulable"):
+        why_not = "cordoned"
+    elif not _ready(status):
+        why_not = "NotReady"
+    else:
+        why_not = _blocking_taint(spec, tolerated)
+    paths = []
+    for _name, levels in topologies:
+        values = tuple(labels.get(label) for _level, label in levels)
+        paths.append(None if any(v is None for v in values) else tuple(str(v) for v in values))
+    return NodeSpec(
+        name=name,
+        eligible=why_not is None,
+        why_not=why_not,
+        model=model,
+        gpus=_gpu_count(status),
+        memory=_memory(labels, model, product, gpu_models),
+        paths=tuple(paths),
+    )

@@ -1,0 +1,78 @@
+"""Why a gang does not fit: ranked reasons with the numbers (best domain, its parent, the whole topology)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
+from policy.placement.devices import Demand
+from policy.placement.query import Need, _cap, _keys, _walk
+from policy.placement.result import PlacementReason, describe_demand
+
+if TYPE_CHECKING:  # pragma: no cover
+    from policy.placement.index import PlacementIndex
+
+
+def _roomiest(index: "PlacementIndex", tree: Tree, level: int, demand: Demand, per_gpu) -> tuple[Domain | None, int]:
+    keys = _keys(index, demand)
+    if demand.whole in SHAPE_INDEX and len(keys) == 1 and _cap(index, tree.root, demand, per_gpu) > 0:
+        d = tree.largest(level, keys[0], demand.whole)
+        return (d, _cap(index, d, demand, per_gpu)) if d is not None else (None, 0)
+    best: tuple[Domain | None, int] = (None, 0)
+    for d in _walk(tree.root, level, lambda d: _cap(index, d, demand, per_gpu) > best[1]):
+        cap = _cap(index, d, demand, per_gpu)
+        if cap > best[1]:
+            best = (d, cap)
+    return best
+
+
+def _excluded(index: "PlacementIndex") -> PlacementReason | None:
+    counts = {k: v for k, v in sorted(index.excluded.items()) if v}
+    if not counts:
+        return None
+    total = sum(counts.values())
+    parts = ", ".join(f"{v} {k}" for k, v in counts.items())
+    return PlacementReason("ExcludedNodes", f"{total} GPU node{'s' if total != 1 else ''} take no pods: {parts}", counts)
+
+
+def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, per_gpu) -> tuple[PlacementReason, ...]:
+    """Ranked reasons a gang fits no domain of `level` (-1: not even the whole topology)."""
+    reasons: list[PlacementReason] = []
+    mixed = len(needs) > 1
+    pods = sum(c for c, _d in needs)
+    for count, demand in needs:
+        total = _cap(index, tree.root, demand, per_gpu)
+        if total >= count:
+            continue
+        what = describe_demand(demand)
+        msg = f"topology {tree.name} has room for {total} of {count} pods of {what} in all"
+        off_tree = _cap(index, index.flat.root, demand, per_gpu) - total
+        if off_tree > 0 and tree is not index.flat:
+            msg += f" ({off_tree} more on GPU nodes missing its labels {', '.join(tree.labels)})"
+        reasons.append(PlacementReason("InsufficientCapacity", msg, {"pods": count, "fits": total, "demand": what}))
+    if level >= 0:
+        name = tree.level_names[level]
+        if mixed:
+            msg = f"no {name} of topology {tree.name} holds the whole gang ({pods} pods in {len(needs)} pod sets)"
+            reasons.append(PlacementReason("NoDomainFits", msg, {"level": name, "pods": pods}))
+        else:
+            count, demand = needs[0]
+            best, cap = _roomiest(index, tree, level, demand, per_gpu)
+            total = _cap(index, tree.root, demand, per_gpu)
+            msg = f"no {name} of topology {tree.name} holds {count} pods of {describe_demand(demand)}"
+            data: dict[str, object] = {"level": name, "pods": count, "best_fits": cap, "topology_fits": total}
+            if best is not None:
+                msg += f"; the roomiest, {best.describe()}, fits {cap} of {count}"
+                data["best_domain"] = best.value
+                parent = best.parent
+                if parent is not None and parent.level >= 0:
+                    msg += f"; {parent.describe()} fits {_cap(index, parent, demand, per_gpu)} across its {name}s"
+            msg += f"; the whole topology fits {total}"
+            # Ranked after InsufficientCapacity: when capacity is short, fragmentation is not the story.
+            reasons.append(PlacementReason("NoDomainFits", msg, data))
+    excluded = _excluded(index)
+    if excluded is not None:
+        reasons.append(excluded)
+    if not reasons:
+        reasons.append(PlacementReason("NoDomainFits", f"topology {tree.name} cannot hold the whole gang ({pods} pods)", {"pods": pods}))
+    return tuple(reasons)

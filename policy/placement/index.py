@@ -1,0 +1,286 @@
+"""`PlacementIndex`: the public facade — node and pod events in, gang queries and reservations out.
+
+Pure: no I/O and no clock; expiry takes `now` from the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+from policy.placement.aggregates import Tree, apply_contribution
+from policy.placement.capacity import DEFAULT_TOLERATED, Levels, NodeSpec, read_node
+from policy.placement.devices import Demand, NodeState
+from policy.placement.query import demand_of, search
+from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservation
+from policy.placement.result import GangRequest, PlacementReason, PlacementResult
+from policy.subject import PodSet
+
+FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
+
+
+def _kind(obj: Mapping) -> str | None:
+    kind = obj.get("kind")
+    if kind:
+        return kind
+    spec = obj.get("spec") or {}
+    return "Pod" if "containers" in spec else "Node" if "allocatable" in (obj.get("status") or {}) else None
+
+
+def _pod_key(pod: Mapping) -> str:
+    meta = pod.get("metadata") or {}
+    return meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+class PlacementIndex:
+    """Free GPU capacity by node and topology domain, kept incrementally; answers gang queries."""
+
+    def __init__(
+        self,
+        topologies: Sequence[tuple[str, Levels]] = (),
+        gpu_models: Mapping[str, tuple[str, int]] = {},
+        *,
+        tolerated: frozenset[str] = DEFAULT_TOLERATED,
+        demand: Callable[[Mapping], PodSet] | None = None,
+    ):
+        self.topologies = tuple((name, tuple(tuple(lv) for lv in levels)) for name, levels in topologies)
+        self.gpu_models = dict(gpu_models)
+        self.tolerated = tolerated
+        self.trees: dict[str, Tree] = {name: Tree(name, levels) for name, levels in self.topologies}
+        self.flat = Tree(FLAT, ())
+        self.nodes: dict[str, NodeState] = {}
+        self.model_memory: dict[str, int] = {}  # model key -> bytes per device (smallest seen)
+        self.excluded: dict[str, int] = {}  # why_not kind -> GPU nodes
+        self.reservations = Ledger()
+        self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
+        self._demand = demand
+
+    # ---- building ----------------------------------------------------------------------
+    @classmethod
+    def from_snapshot(cls, snapshot, topologies: Sequence[tuple[str, Levels]] = (), gpu_models: Mapping[str, tuple[str, int]] = {}, **kw) -> "PlacementIndex":
+        """An index over a `policy.cluster.ClusterSnapshot`'s nodes and pods (not yet subscribed)."""
+        if "demand" not in kw:
+            from policy.normalize import pod_demand
+
+            kw["demand"] = lambda pod: pod_demand(pod, snapshot)
+        index = cls(topologies, gpu_models, **kw)
+        for node in snapshot.nodes():
+            index.apply_node("ADDED", node)
+        for pod in snapshot.pods():
+            index.apply_pod("ADDED", pod)
+        return index
+
+    def attach(self, snapshot) -> None:
+        """Follow the snapshot's changes: `snapshot.subscribe(self.on_event)`."""
+        snapshot.subscribe(self.on_event)
+
+    def on_event(self, event: str, old: Mapping | None, new: Mapping | None) -> None:
+        """A `ClusterSnapshot` callback: route node and pod changes, ignore the rest."""
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        kind = _kind(obj)
+        if kind == "Node":
+            self.apply_node(event, obj)
+        elif kind == "Pod":
+            self.apply_pod(event, obj)
+
+    # ---- events ------------------------------------------------------------------------
+    def apply_node(self, event: str, node: Mapping) -> None:
+        """Apply one Node watch event (ADDED / MODIFIED / DELETED)."""
+        name = str((node.get("metadata") or {}).get("name") or "")
+        state = self.nodes.get(name)
+        if event == "DELETED":
+            if state is not None:
+                self._set_spec(state, None)
+                if not state.allocs:
+                    del self.nodes[name]
+            return
+        spec = read_node(node, self.topologies, self.gpu_models, self.tolerated)
+        if spec.gpus <= 0 and state is None:
+            return  # CPU-only nodes are not tracked at all
+        if state is None:
+            state = self.nodes[name] = NodeState(name)
+        if state.spec != spec:  # status heartbeats change nothing placement reads: skip them cheaply
+            self._set_spec(state, spec)
+
+    def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
+        old = state.spec
+        before = state.contribution()
+        if old is not None and old.gpus > 0:
+            if before is not None:
+                apply_contribution(state, old.model, before, None)
+            elif old.why_not:
+                self._count_excluded(old.why_not, -1)
+            self._detach(state)
+        state.spec = spec
+        if spec is None or spec.gpus <= 0:
+            return
+        self._attach(state)
+        if spec.eligible:
+            known = self.model_memory.get(spec.model)
+            if known is None or (spec.memory and (not known or spec.memory < known)):
+                self.model_memory[spec.model] = spec.memory
+            apply_contribution(state, spec.model, None, state.contribution())
+        else:
+            self._count_excluded(spec.why_not or "excluded", +1)
+
+    def _count_excluded(self, why: str, delta: int) -> None:
+        key = why.split(" ", 1)[0]
+        self.excluded[key] = self.excluded.get(key, 0) + delta
+
+    def _attach(self, state: NodeState) -> None:
+        chain = self.flat.domains_for(())
+        chain[-1].nodes[state] = None
+        domains = list(chain)
+        for tree, path in zip(self.trees.values(), state.spec.paths):
+            if path is None:
+                continue  # Kueue likewise ignores nodes lacking any level label of a topology
+            chain = tree.domains_for(path)
+            chain[-1].nodes[state] = None
+            domains.extend(chain)
+        state.domains = tuple(domains)
+
+    def _detach(self, state: NodeState) -> None:
+        for domain in state.domains:
+            domain.nodes.pop(state, None)
+        state.domains = ()
+
+    def _mutate(self, state: NodeState, change: Callable[[], object]) -> object:
+        """Run `change` on the node and push the difference into its domains (O(depth))."""
+        before = state.contribution()
+        out = change()
+        if before is not None or state.contribution() is not None:
+            apply_contribution(state, state.spec.model, before, state.contribution())  # type: ignore[union-attr]
+        return out
+
+    def apply_pod(self, event: str, pod: Mapping) -> None:
+        """Apply one Pod watch event: a pod counts while bound (`spec.nodeName`) and live."""
+        from policy.cluster import is_live
+
+        key = _pod_key(pod)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        demand = None
+        if event != "DELETED" and node_name and is_live(pod):
+            demand = self._pod_demand(pod)
+        known = self._pods.get(key)
+        if known is not None and demand is not None and known == (node_name, demand):
+            return
+        if known is not None:
+            self._release_pod(key, known[0])
+        if demand is None:
+            return
+        state = self.nodes.get(node_name)
+        if state is None:
+            state = self.nodes[node_name] = NodeState(node_name)  # the pod arrived before its node
+        rid = ((pod.get("metadata") or {}).get("annotations") or {}).get(RESERVATION_ANNOTATION)
+        if rid and known is None:
+            self._consume(rid, node_name, demand)
+        self._mutate(state, lambda: state.add(key, demand))
+        self._pods[key] = (node_name, demand)
+
+    def _pod_demand(self, pod: Mapping) -> Demand | None:
+        if self._demand is None:
+            from policy.normalize import pod_demand
+
+            self._demand = pod_demand
+        pod_set = self._demand(pod)
+        demand = demand_of(pod_set, self.gpu_models)
+        if demand is None:
+            return None
+        return Demand(demand.whole, demand.milli, demand.memory)  # usage does not care which model was asked
+
+    def _release_pod(self, key: str, node_name: str) -> None:
+        del self._pods[key]
+        state = self.nodes.get(node_name)
+        if state is None:
+            return
+        self._mutate(state, lambda: state.remove(key))
+        if state.spec is None and not state.allocs:
+            del self.nodes[node_name]
+
+    # ---- queries and reservations ------------------------------------------------------
+    def tree_for(self, topology: str | None) -> tuple[Tree | None, PlacementReason | None]:
+        """The tree of a declared topology (default: the first; the flat cluster when none is declared)."""
+        if topology is None:
+            return (next(iter(self.trees.values())) if self.trees else self.flat), None
+        tree = self.trees.get(topology) or (self.flat if topology == FLAT else None)
+        if tree is None:
+            known = ", ".join(self.trees) or "none"
+            return None, PlacementReason("UnknownTopology", f"no topology {topology!r} is declared (declared: {known})", {"topology": topology})
+        return tree, None
+
+    def query(self, gang: GangRequest) -> PlacementResult:
+        """Where the whole gang fits now (reservations held by others count as used)."""
+        return search(self, gang)
+
+    def reserve(self, reservation_id: str, result: PlacementResult, expires_at: float) -> None:
+        """Hold a fitting result's capacity under `reservation_id` until bound, released or expired."""
+        if not result.fits:
+            raise ValueError("only a fitting placement can be reserved")
+        self.release(reservation_id)
+        resv = self.reservations.by_id[reservation_id] = Reservation(reservation_id, expires_at)
+        for node_name, i, count in result.assignments:
+            state = self.nodes.get(node_name)
+            if state is None:
+                continue
+            demand = result.demands[i]
+            held = Demand(demand.whole, demand.milli, demand.memory)
+            for _ in range(count):
+                key = resv.new_key()
+                self._mutate(state, lambda: state.add(key, held, result.per_gpu))
+                resv.slots[key] = (node_name, held)
+
+    def release(self, reservation_id: str) -> bool:
+        """Free everything still held by the reservation; False when there is none."""
+        resv = self.reservations.by_id.pop(reservation_id, None)
+        if resv is None:
+            return False
+        for key, (node_name, _demand) in resv.slots.items():
+            state = self.nodes.get(node_name)
+            if state is not None:
+                self._mutate(state, lambda: state.remove(key))
+        return True
+
+    def expire(self, now: float) -> list[str]:
+        """Release reservations whose expiry is at or before `now`; returns their ids."""
+        due = self.reservations.due(now)
+        for rid in due:
+            self.release(rid)
+        return due
+
+    def _consume(self, rid: str, node_name: str, demand: Demand) -> None:
+        resv = self.reservations.get(rid)
+        if resv is None:
+            return
+        key = resv.find(node_name, demand)
+        if key is None:
+            return
+        where, _held = resv.slots.pop(key)
+        state = self.nodes.get(where)
+        if state is not None:
+            self._mutate(state, lambda: state.remove(key))
+        if not resv.slots:
+            del self.reservations.by_id[rid]  # every member is bound: nothing left to hold
+
+    # ---- accessors for tests and tools -------------------------------------------------
+    def free_gpus(self, node: str) -> int:
+        """Untouched devices of an eligible node (0 for unknown or excluded nodes)."""
+        state = self.nodes.get(node)
+        return state.free_whole() if state is not None and state.contribution() is not None else 0
+
+    def free_milli(self, node: str) -> int:
+        """Free milli-GPU of an eligible node: untouched devices plus what shared ones have left."""
+        state = self.nodes.get(node)
+        if state is None or state.contribution() is None:
+            return 0
+        return state.free_whole() * 1000 + sum(free for free, _s, _m in state.partial_states())
+
+    def capacity(self, node: str, demand: Demand, per_gpu: int | None = None) -> int:
+        """How many pods of `demand` fit on the node now."""
+        state = self.nodes.get(node)
+        return state.capacity(demand, per_gpu) if state is not None else 0
+
+    def sharers(self, node: str) -> tuple[int, ...]:
+        """Pods sharing each shared device of the node (for `per_gpu` checks)."""
+        state = self.nodes.get(node)
+        return tuple(s for _f, s, _m in state.partial_states()) if state is not None else ()

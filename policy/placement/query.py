@@ -1,0 +1,239 @@
+"""The gang query: the tightest domain of a level that holds the whole gang (Kueue TAS BestFit), and its nodes.
+
+See docs/placement.md for the algorithm and its tie-breaks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+from policy.placement.aggregates import ANY, SHAPE_INDEX, Domain, Tree
+from policy.placement.capacity import model_key
+from policy.placement.devices import FULL, Demand, NodeState
+from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
+from policy.subject import PodSet
+
+if TYPE_CHECKING:  # pragma: no cover
+    from policy.placement.index import PlacementIndex
+
+VERIFY_LIMIT = 32  # mixed gangs: candidate domains packed node by node before giving up
+
+Need = list[tuple[int, Demand]]  # (pods, demand) per pod set, zero-GPU sets dropped
+
+
+def demand_of(pod_set: PodSet, gpu_models: Mapping[str, tuple[str, int]]) -> Demand | None:
+    """One pod's demand from a pod set; None when it asks for no GPU."""
+    model = model_key(pod_set.gpu_product, gpu_models) if pod_set.gpu_product else None
+    share = pod_set.fraction if pod_set.fraction is not None else pod_set.gpus
+    memory = pod_set.gpu_memory or 0
+    if 0 < share < FULL and (pod_set.fraction is not None or pod_set.gpus < FULL):
+        return Demand(milli=share, memory=memory, model=model)
+    if pod_set.gpus <= 0:
+        return None
+    return Demand(whole=-(-pod_set.gpus // FULL), memory=memory, model=model)  # 1.5 GPUs hold 2 devices
+
+
+def needs_of(gang: GangRequest, gpu_models: Mapping[str, tuple[str, int]]) -> Need:
+    """Pods per demand that must fit now: `min_count` trims pod sets from the last one backwards."""
+    needs = [(ps.count, demand_of(ps, gpu_models)) for ps in gang.pod_sets]
+    total = sum(c for c, _ in needs)
+    if gang.min_count is not None and 0 < gang.min_count < total:
+        extra = total - gang.min_count
+        for i in range(len(needs) - 1, -1, -1):
+            cut = min(extra, needs[i][0])
+            needs[i] = (needs[i][0] - cut, needs[i][1])
+            extra -= cut
+    return [(c, d) for c, d in needs if c > 0 and d is not None]
+
+
+def _keys(index: "PlacementIndex", demand: Demand) -> tuple[str, ...]:
+    if demand.model:
+        return (demand.model,)
+    if demand.whole and not (demand.memory and any(m * demand.whole < demand.memory for m in index.model_memory.values())):
+        return (ANY,)
+    return tuple(sorted(index.model_memory))
+
+
+def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None) -> int:
+    return domain.capacity(demand, per_gpu, _keys(index, demand), index.model_memory)
+
+
+def _split(items: list[tuple[int, object]], n: int) -> list[tuple[object, int]] | None:
+    """Kueue-style: take the roomiest parts until the rest fits one part, then the tightest part for the rest."""
+    items = sorted((it for it in items if it[0] > 0), key=lambda it: -it[0])
+    chosen: list[tuple[object, int]] = []
+    remaining = n
+    for pos, (cap, obj) in enumerate(items):
+        if cap >= remaining:
+            best = pos
+            for j in range(pos + 1, len(items)):
+                if items[j][0] >= remaining:
+                    best = j  # sorted descending: the last one that still fits is the tightest
+                else:
+                    break
+            chosen.append((items[best][1], remaining))
+            return chosen
+        chosen.append((obj, cap))
+        remaining -= cap
+    return None
+
+
+def _distribute(index, domain: Domain, demand: Demand, n: int, per_gpu, out: list[tuple[NodeState, int]]) -> bool:
+    if domain.nodes:
+        parts = _split([(node.capacity(demand, per_gpu), node) for node in domain.nodes], n)
+        if parts is None:
+            return False
+        out.extend(parts)  # type: ignore[arg-type]
+        return True
+    parts = _split([(_cap(index, child, demand, per_gpu), child) for child in domain.children.values()], n)
+    if parts is None:
+        return False
+    return all(_distribute(index, child, demand, k, per_gpu, out) for child, k in parts)  # type: ignore[arg-type]
+
+
+def _walk(domain: Domain, level: int, keep):
+    """Domains of `level` under `domain`, depth first in insertion order, skipping subtrees `keep` rejects."""
+    stack = [domain]
+    while stack:
+        d = stack.pop()
+        if not keep(d):
+            continue
+        if d.level == level:
+            yield d
+        else:
+            stack.extend(reversed(list(d.children.values())))
+
+
+def _leaf_nodes(domain: Domain) -> list[NodeState]:
+    out: list[NodeState] = []
+    stack = [domain]
+    while stack:
+        d = stack.pop()
+        out.extend(d.nodes)
+        stack.extend(reversed(list(d.children.values())))
+    return out
+
+
+def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, per_gpu) -> tuple[Domain, int] | None:
+    keys = _keys(index, demand)
+    if level < 0:
+        cap = _cap(index, tree.root, demand, per_gpu)
+        return (tree.root, cap) if cap >= count else None
+    if demand.whole in SHAPE_INDEX and len(keys) == 1:
+        if _cap(index, tree.root, demand, per_gpu) < count:
+            return None  # also covers a model whose devices are too small for the memory asked
+        d = tree.tightest(level, keys[0], demand.whole, count)
+        return None if d is None else (d, _cap(index, d, demand, per_gpu))
+    best: tuple[Domain, int] | None = None
+    for d in _walk(tree.root, level, lambda d: _cap(index, d, demand, per_gpu) >= count):
+        cap = _cap(index, d, demand, per_gpu)
+        if best is None or cap < best[1]:
+            best = (d, cap)
+            if cap == count:
+                break  # a perfect fit cannot be beaten
+    return best
+
+
+def _pack_mixed(index, domain: Domain, needs: Need, per_gpu) -> list[tuple[str, int, int]] | None:
+    """Greedy packing of several pod sets (most demanding first) on scratch copies of the domain's nodes."""
+    scratch = []
+    for node in _leaf_nodes(domain):
+        copy = NodeState(node.name, node.spec)
+        copy.whole_used = node.whole_used
+        copy.shared = {k: list(v) for k, v in node.shared.items()} if node.shared else None
+        scratch.append(copy)
+    order = sorted(range(len(needs)), key=lambda i: -needs[i][1].gpu_milli)
+    out: list[tuple[str, int, int]] = []
+    for i in order:
+        count, demand = needs[i]
+        if demand.model:
+            pool = [n for n in scratch if n.spec and n.spec.model == demand.model]
+        else:
+            pool = scratch
+        parts = _split([(n.capacity(demand, per_gpu), n) for n in pool], count)
+        if parts is None:
+            return None
+        for node, k in parts:
+            for j in range(k):
+                node.add((i, j, len(out)), demand, per_gpu)  # type: ignore[union-attr]
+            out.append((node.name, i, k))  # type: ignore[union-attr]
+    return out
+
+
+def _place_at(index, tree: Tree, level: int, needs: Need, per_gpu):
+    """(domain, assignments) for the tightest domain of `level` holding all needs, or None."""
+    if len(needs) == 1:
+        count, demand = needs[0]
+        hit = _tightest_single(index, tree, level, count, demand, per_gpu)
+        if hit is None:
+            return None
+        parts: list[tuple[NodeState, int]] = []
+        if not _distribute(index, hit[0], demand, count, per_gpu, parts):
+            return None  # aggregates and nodes disagree: never claim a fit we cannot show
+        return hit[0], [(node.name, 0, k) for node, k in parts]
+    primary = max(range(len(needs)), key=lambda i: needs[i][1].gpu_milli)
+
+    def holds_each(d: Domain) -> bool:
+        return all(_cap(index, d, dem, per_gpu) >= c for c, dem in needs)
+
+    candidates = [tree.root] if level < 0 else list(_walk(tree.root, level, holds_each))
+    if level < 0 and not holds_each(tree.root):
+        return None
+    candidates.sort(key=lambda d: _cap(index, d, needs[primary][1], per_gpu))
+    for d in candidates[:VERIFY_LIMIT]:
+        packed = _pack_mixed(index, d, needs, per_gpu)
+        if packed is not None:
+            return d, packed
+    return None
+
+
+def search(index: "PlacementIndex", gang: GangRequest) -> PlacementResult:
+    """Answer one gang query against the index's current free capacity (reservations included)."""
+    tree, problem = index.tree_for(gang.topology)
+    if tree is None:
+        return PlacementResult(False, topology=gang.topology, reasons=(problem,))
+    levels: list[int | None] = []
+    for name in (gang.required, gang.preferred):
+        lvl = None if name is None else tree.level_of(name)
+        if name is not None and lvl is None:
+            msg = f"topology {tree.name} has no level {name!r} (levels: {', '.join(tree.level_names) or 'none'})"
+            return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("UnknownLevel", msg, {"level": name}),))
+        levels.append(lvl)
+    required, preferred = levels
+    start = preferred if preferred is not None and (required is None or preferred >= required) else required
+    stop = required if required is not None else -1
+    if start is None:
+        start = -1
+    needs = needs_of(gang, index.gpu_models)
+    if not needs:
+        msg = "the gang asks for no GPUs: nothing to place"
+        return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("NothingToPlace", msg, {}),))
+    demands = tuple(d for _c, d in needs)
+    for level in range(start, stop - 1, -1):
+        hit = _place_at(index, tree, level, needs, gang.per_gpu)
+        if hit is None:
+            continue
+        domain, assignments = hit
+        nodes: dict[str, int] = {}
+        for node, _i, k in assignments:
+            nodes[node] = nodes.get(node, 0) + k
+        pods = sum(c for c, _d in needs)
+        where = domain.describe()
+        note = "" if level == start else f" (no {tree.level_names[start]} held it; climbed to {tree.level_names[level] if level >= 0 else 'the whole topology'})"
+        msg = f"{where} holds the whole gang, {pods} pod{'s' if pods != 1 else ''}, on {len(nodes)} node{'s' if len(nodes) != 1 else ''}{note}"
+        data = {"level": tree.level_names[level] if level >= 0 else None, "domain": domain.value, "pods": pods, "nodes": len(nodes)}
+        return PlacementResult(
+            True,
+            topology=tree.name,
+            level=data["level"],  # type: ignore[arg-type]
+            label=tree.labels[level] if level >= 0 else None,
+            domain=domain.value,
+            nodes=nodes,
+            reasons=(PlacementReason("Fits", msg, data),),
+            assignments=tuple(assignments),
+            demands=demands,
+            per_gpu=gang.per_gpu,
+        )
+    from policy.placement.explain import explain_unfit
+
+    return PlacementResult(False, topology=tree.name, reasons=explain_unfit(index, tree, stop, needs, gang.per_gpu), demands=demands)
