@@ -182,7 +182,7 @@ def _agent_entry(ps: ir.PolicySet, target: Target) -> dict | None:
     # Default deny covers every verb on every resource, so the rule is */*; the
     # matchCondition keeps all non-agent traffic away from Allot.
     rules = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"],
-              "resources": ["*", "*/*"], "scope": "*"}]
+              "resources": ["*/*"], "scope": "*"}]
     conditions = [{"name": "agent-identity", "expression": agent_identity_cel(ps)}]
     return _entry("agents.validate.allot.io", "/validate", target, rules, conditions,
                   enforce=any(a.mode == "enforce" for a in ps.agents), timeout=AGENT_TIMEOUT)
