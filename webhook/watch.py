@@ -1,0 +1,253 @@
+"""Live cluster state: list + watch through the `kubernetes` client into the snapshot, off the event loop.
+
+One thread per resource does the blocking I/O (list, then watch from the list's
+resourceVersion, reconnecting from the last seen one; a 410 Gone relists). Events
+are handed to the loop with `call_soon_threadsafe`, so the snapshot is only ever
+changed on the loop thread, between admission decisions. Raw JSON is parsed with
+orjson instead of the client's model classes: the snapshot wants plain dicts and
+model deserialization costs more than the rest of an event's handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import orjson
+
+log = logging.getLogger("allot.watch")
+GONE = 410
+WATCH_SECONDS = 300  # server-side watch timeout; we reconnect from the last resourceVersion
+ABSENT_RETRY = 60.0  # an optional CRD not installed: look again this often
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One watched collection: the kind stamped onto items, and how to list it."""
+
+    kind: str
+    api_version: str
+    plural: str
+    optional: bool = False  # a CRD that may not be installed: 404 means "none", not an error
+
+    @property
+    def group_version(self) -> tuple[str, str]:
+        """(group, version); group is "" for the core API."""
+        g, _, v = self.api_version.rpartition("/")
+        return g, v
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("Node", "v1", "nodes"),
+    Resource("Pod", "v1", "pods"),
+    Resource("Namespace", "v1", "namespaces"),
+    Resource("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
+    # gang objects of each dialect the engine reads (policy/dialects/gangs.py)
+    Resource("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups", optional=True),
+    Resource("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", optional=True),
+    Resource("PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", optional=True),
+    Resource("Workload", "kueue.x-k8s.io/v1beta1", "workloads", optional=True),
+    Resource("Workload", "scheduling.k8s.io/v1alpha1", "workloads", optional=True),
+)
+
+
+CORE_KINDS = frozenset({"Node", "Pod", "Namespace", "PriorityClass"})
+
+
+def resource_id(res: Resource) -> str:
+    """A stable name for status and metrics: `Kind.group` or `Kind`."""
+    g, _ = res.group_version
+    return res.kind if res.kind in CORE_KINDS else f"{res.kind}.{g}"
+
+
+def _call(api_client, res: Resource, **kwargs):
+    """The client's list call for `res` (raw response, not deserialized)."""
+    from kubernetes import client
+
+    g, v = res.group_version
+    kwargs["_preload_content"] = False
+    if res.kind not in CORE_KINDS:
+        return client.CustomObjectsApi(api_client).list_cluster_custom_object(g, v, res.plural, **kwargs)
+    if res.kind == "PriorityClass":
+        return client.SchedulingV1Api(api_client).list_priority_class(**kwargs)
+    core = client.CoreV1Api(api_client)
+    fn = {"Node": core.list_node, "Pod": core.list_pod_for_all_namespaces, "Namespace": core.list_namespace}[res.kind]
+    return fn(**kwargs)
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def _lines(resp):
+    """Non-empty watch lines, split by the client's own line iterator."""
+    from kubernetes.watch.watch import iter_resp_lines
+
+    return (line for line in iter_resp_lines(resp) if line.strip())
+
+
+class ClusterWatcher:
+    """Keeps `state.snapshot` in step with the cluster; `/readyz` stays false until every kind has listed."""
+
+    def __init__(self, state, api_client, *, resources: tuple[Resource, ...] = RESOURCES, watch_seconds: int = WATCH_SECONDS) -> None:
+        self.state = state
+        self.api = api_client
+        self.resources = resources
+        self.watch_seconds = watch_seconds
+        self.stopped = threading.Event()
+        self.known: dict[str, dict[tuple[str, str], dict]] = {resource_id(r): {} for r in resources}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._threads: list[threading.Thread] = []
+        for r in resources:
+            state.cluster.kinds[resource_id(r)] = {"synced": False, "resource_version": None, "restarts": 0, "error": None}
+        state.cluster.synced = False
+
+    # ---- loop side: the only code that touches the snapshot ----
+
+    def _stamp(self, res: Resource, obj: dict) -> dict:
+        # list items omit kind/apiVersion; the snapshot needs both to file group objects
+        if obj.get("kind") != res.kind or obj.get("apiVersion") != res.api_version:
+            obj = {**obj, "kind": res.kind, "apiVersion": res.api_version}
+        return obj
+
+    def _apply_list(self, res: Resource, items: list[dict], rv: str | None) -> None:
+        rid, snap = resource_id(res), self.state.snapshot
+        known = self.known[rid]
+        fresh = {_key(o): self._stamp(res, o) for o in items}
+        for key, old in list(known.items()):
+            if key not in fresh:  # gone while we were not watching
+                snap.apply("DELETED", old)
+                del known[key]
+        for key, obj in fresh.items():
+            snap.apply("MODIFIED" if key in known else "ADDED", obj)
+            known[key] = obj
+        self._mark(rid, synced=True, resource_version=rv, error=None)
+
+    def _apply_event(self, res: Resource, kind: str, obj: dict, received: float) -> None:
+        rid = resource_id(res)
+        obj = self._stamp(res, obj)
+        try:
+            self.state.snapshot.apply(kind, obj)
+        except Exception as exc:  # noqa: BLE001 - one odd object must not stop the stream
+            log.warning("%s event for %s/%s not applied: %s", kind, rid, _key(obj), exc)
+            return
+        if kind == "DELETED":
+            self.known[rid].pop(_key(obj), None)
+        else:
+            self.known[rid][_key(obj)] = obj
+        m = self.state.metrics
+        m.watch_events.labels(rid, kind).inc()
+        m.watch_lag.labels(rid).observe(time.perf_counter() - received)
+        self.state.cluster.kinds[rid]["resource_version"] = (obj.get("metadata") or {}).get("resourceVersion")
+
+    def _mark(self, rid: str, **fields) -> None:
+        self.state.cluster.kinds[rid].update(fields)
+        synced = all(k["synced"] for k in self.state.cluster.kinds.values())
+        self.state.cluster.synced = synced
+        self.state.metrics.cluster_synced.set(1 if synced else 0)
+
+    def _restart(self, rid: str, reason: str, error: str | None = None) -> None:
+        self.state.metrics.watch_restarts.labels(rid, reason).inc()
+        entry = self.state.cluster.kinds[rid]
+        entry["restarts"] += 1
+        if error is not None:
+            entry["error"] = error
+
+    def _post(self, fn, *args, **kwargs) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            try:
+                self.loop.call_soon_threadsafe(functools.partial(fn, *args, **kwargs))
+            except RuntimeError:  # the loop closed between the check and the call: shutting down
+                pass
+
+    # ---- thread side: blocking I/O only ----
+
+    def _list(self, res: Resource) -> str | None:
+        resp = _call(self.api, res, _request_timeout=(10, 120))
+        doc = orjson.loads(resp.data)
+        rv = (doc.get("metadata") or {}).get("resourceVersion")
+        self._post(self._apply_list, res, doc.get("items") or [], rv)
+        return rv
+
+    def _watch(self, res: Resource, rv: str) -> str | None:
+        """Stream events from `rv`; returns the last resourceVersion, or None when a relist is needed."""
+        resp = _call(
+            self.api, res, watch=True, resource_version=rv, allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_seconds, _request_timeout=(10, self.watch_seconds + 30),
+        )
+        rid = resource_id(res)
+        try:
+            for line in _lines(resp):
+                if self.stopped.is_set():
+                    return rv
+                event = orjson.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == GONE:
+                        self._post(self._restart, rid, "expired")
+                        return None
+                    raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
+                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    self._post(self._apply_event, res, kind, obj, time.perf_counter())
+        finally:
+            resp.release_conn()
+        self._post(self._restart, rid, "closed")
+        return rv
+
+    def _run(self, res: Resource) -> None:
+        from kubernetes.client.rest import ApiException
+
+        rid, rv, backoff = resource_id(res), None, 1.0
+        while not self.stopped.is_set():
+            try:
+                if rv is None:
+                    rv = self._list(res)
+                rv = self._watch(res, rv)
+                backoff = 1.0
+            except ApiException as exc:
+                if exc.status == GONE:
+                    rv = None
+                    self._post(self._restart, rid, "expired")
+                    continue
+                if exc.status == 404 and res.optional:  # the CRD is not installed: nothing to wait for
+                    self._post(self._mark, rid, synced=True, absent=True)
+                    self.stopped.wait(ABSENT_RETRY)
+                    continue
+                self._post(self._restart, rid, "error", f"HTTP {exc.status}: {exc.reason}")
+                self.stopped.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Exception as exc:  # noqa: BLE001 - network trouble: back off and reconnect
+                self._post(self._restart, rid, "error", f"{type(exc).__name__}: {exc}"[:300])
+                self.stopped.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def run(self) -> None:
+        """Start one watcher thread per resource and wait until cancelled."""
+        self.loop = asyncio.get_running_loop()
+        for res in self.resources:
+            t = threading.Thread(target=self._run, args=(res,), name=f"allot-watch-{resource_id(res)}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.stopped.set()
+
+
+def api_client_from(kubeconfig: str | None):
+    """A kubernetes ApiClient from a kubeconfig file, or in-cluster config when None."""
+    from kubernetes import client, config
+
+    if kubeconfig:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    else:
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+    return client.ApiClient(cfg)
