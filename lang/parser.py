@@ -248,6 +248,8 @@ def _bad_bytes(text: str, path: str) -> list[Diagnostic]:
 def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     """Parse one file; the File holds every declaration that parsed, diagnostics every syntax error."""
     diags = _bad_bytes(text, path)
+    if diags:  # reported once as E0004; parse on so the rest of the file is still checked
+        text = text.replace("\ufffd", " ")
     b = _Builder(path)
     try:
         tree, comments = _parse_tree(text)

@@ -1,16 +1,37 @@
-"""`allot check`: not built yet; says so and exits 2 instead of pretending."""
+"""`allot check [PATH…] [--format text|json|sarif]`: parse and type-check a policy set."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Paths (files or directories, default `policies`) and the output format."""
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories (default: policies)")
+    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
 
 
 def run(args) -> int:
-    """Report that the command does not exist yet."""
-    print("allot check: not implemented yet", file=sys.stderr)
-    return 2
+    """Exit 0 when clean (warnings allowed), 1 when any error, 2 on usage errors."""
+    import lang
+    from lang.diagnostics import render_all, summarize, to_sarif
+    from webhook.sources import read_policy_sources
+
+    sources = read_policy_sources(args.paths or ["policies"])
+    if not sources:
+        from webhook.cli import UsageError
+
+        raise UsageError("no .policy files found in " + ", ".join(args.paths or ["policies"]))
+    _, diags = lang.compile_policies(sources)
+    if args.format == "json":
+        print(json.dumps([d.to_json() for d in diags], indent=2))
+    elif args.format == "sarif":
+        print(json.dumps(to_sarif(diags), indent=2))
+    else:
+        if diags:
+            print(render_all(diags, dict(sources)))
+            print()
+        print(summarize(diags, len(sources)))
+    sys.stdout.flush()
+    return 1 if any(d.severity == "error" for d in diags) else 0

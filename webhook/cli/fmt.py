@@ -1,16 +1,47 @@
-"""`allot fmt`: not built yet; says so and exits 2 instead of pretending."""
+"""`allot fmt [--check] [PATH…]`: rewrite policy files in the canonical layout (comments kept)."""
 
 from __future__ import annotations
 
+import pathlib
 import sys
 
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Paths (default `policies`) and `--check`."""
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories (default: policies)")
+    parser.add_argument("--check", action="store_true", help="change nothing; list files that would change and exit 1")
 
 
 def run(args) -> int:
-    """Report that the command does not exist yet."""
-    print("allot fmt: not implemented yet", file=sys.stderr)
-    return 2
+    """Exit 0 when everything is (now) formatted, 1 when --check finds changes or a file has syntax errors."""
+    from lang.diagnostics import render_all
+    from lang.format import FormatError, format_source
+    from webhook.cli import UsageError
+    from webhook.sources import read_policy_sources
+
+    sources = read_policy_sources(args.paths or ["policies"])
+    if not sources:
+        raise UsageError("no .policy files found in " + ", ".join(args.paths or ["policies"]))
+    changed, broken = [], 0
+    for path, text in sources:
+        try:
+            out = format_source(text, path)
+        except FormatError as exc:
+            broken += 1
+            print(render_all(exc.diagnostics, {path: text}), file=sys.stderr)
+            continue
+        if out == text:
+            continue
+        changed.append(path)
+        if args.check:
+            print(f"would reformat {path}")
+        else:
+            try:
+                pathlib.Path(path).write_text(out, encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+            print(f"reformatted {path}")
+    verb = "would be reformatted" if args.check else "reformatted"
+    tail = f", {broken} with syntax errors left unchanged" if broken else ""
+    print(f"{len(changed)} of {len(sources)} file(s) {verb}{tail}", file=sys.stderr)
+    return 1 if broken or (args.check and changed) else 0
