@@ -28,10 +28,12 @@ AGENT_TIMEOUT = 3
 # Gang dialects whose group objects carry a gang's size and topology (policy/dialects).
 GROUP_RESOURCES: tuple[tuple[str, str], ...] = (
     ("scheduling.x-k8s.io", "podgroups"),  # coscheduling plugin
+    ("scheduling.sigs.k8s.io", "podgroups"),  # coscheduling before scheduler-plugins v0.28
     ("scheduling.volcano.sh", "podgroups"),  # Volcano
     ("scheduling.run.ai", "podgroups"),  # KAI scheduler
     ("scheduling.k8s.io", "workloads"),  # upstream Workload API
     ("scheduling.k8s.io", "podgroups"),  # upstream PodGroup
+    ("kueue.x-k8s.io", "workloads"),  # Kueue Workload (pod groups)
 )
 
 
