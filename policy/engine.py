@@ -8,6 +8,7 @@ warn-mode findings become admission warnings; audit-mode ones audit annotations.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Callable
 
 from lang import ir
@@ -135,7 +136,7 @@ def commit_reservations(ctx: Context) -> None:
     w = ctx.w
     if w.operation != "CREATE" or w.kind != "Pod":
         return  # group objects are checked whole; their pods are charged one by one
-    key = f"{w.namespace or ''}/{w.name}" if w.name else f"uid:{w.uid}"
+    key = f"{w.namespace or 'default'}/{w.name}" if w.name else f"uid:{w.uid}"
     by_ledger: dict[int, tuple] = {}
     for ledger, charge in ctx.reserve:
         entry = by_ledger.setdefault(id(ledger), (ledger, []))
@@ -152,8 +153,20 @@ def warning_text(r: Reason) -> str:
     return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 3] + "..."
 
 
+_PLAIN_ALLOWS: dict[tuple[str, ...], Decision] = {}  # blocks -> the allowed, finding-free Decision (immutable, shared)
+
+
 def combine(ctx: Context) -> Decision:
     """Findings -> Decision: deny overrides; warn -> warnings; audit -> audit annotations."""
+    if not ctx.reasons and (ctx._patch is None or not ctx.mutate):
+        # The common answer: building a frozen dataclass costs microseconds, so share one per block list.
+        blocks = tuple(dict.fromkeys(ctx.blocks))
+        decision = _PLAIN_ALLOWS.get(blocks)
+        if decision is None:
+            if len(_PLAIN_ALLOWS) > 4096:
+                _PLAIN_ALLOWS.clear()
+            decision = _PLAIN_ALLOWS[blocks] = Decision(allowed=True, blocks=blocks, audit=MappingProxyType({}))
+        return decision
     reasons = tuple(ctx.reasons)
     allowed = True
     warnings: list[str] = []

@@ -14,7 +14,9 @@ from typing import Callable
 
 from lang import ir
 from lang.quantity import format_bytes, format_milli
+from policy.cluster import is_live
 from policy.context import Context, where
+from policy.quota import pod_key
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -78,13 +80,13 @@ class SharerIndex:
             self.nodes[name] = (product, _gpu_count(new))
             self._hist(name, +1)
         elif kind == "Pod":
-            key = f"{meta.get('namespace')}/{meta.get('name')}"
+            key = pod_key(obj)
             previous = self.pods.pop(key, None)
             if previous is not None:
                 self._move(previous, -1)
             if event == "DELETED" or new is None:
                 return
-            if (new.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if not is_live(new):
                 return
             node = (new.get("spec") or {}).get("nodeName")
             if node and self.demand(new).fraction is not None:

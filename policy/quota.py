@@ -19,6 +19,7 @@ from typing import Callable
 
 from lang import ir
 from lang.quantity import format_bytes, format_milli
+from policy.cluster import is_live
 from policy.context import Context, where
 
 RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod
@@ -44,13 +45,10 @@ class QuotaSpec:
     selector: Callable | None
 
 
-def _is_live(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def _pod_key(obj: dict) -> str:
+def pod_key(obj: dict) -> str:
+    """`namespace/name` of a pod, the key reservations and charges share (namespace defaults like the snapshot's)."""
     meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
 class QuotaLedger:
@@ -94,11 +92,11 @@ class QuotaLedger:
         obj = new if new is not None else old
         if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
             return
-        key = _pod_key(obj)
+        key = pod_key(obj)
         previous = self.pods.pop(key, None)
         if previous:
             self._apply(previous, -1)
-        if event != "DELETED" and new is not None and _is_live(new):
+        if event != "DELETED" and new is not None and is_live(new):
             charges = self.charges_for(self.to_workload(new))
             if charges:
                 self.pods[key] = charges
@@ -188,34 +186,41 @@ def make_check(spec: QuotaSpec) -> Callable[[Context], None]:
         ledger = ctx.state.quota
         ledger.expire(ctx.now)
         requested = w.total_gpus
+        explaining = ctx.trace is not None
         if spec.nominal is not None and requested > 0:
             used, borrowable = ledger.used[qi], ledger.borrowable(qi)
-            data = {"used": used, "requested": requested, "nominal": spec.nominal, "borrowable": borrowable}
-            arithmetic = (
-                f"{name}: {format_milli(used)} in use + {format_milli(requested)} requested"
-                f" {{}} {format_milli(spec.nominal)} nominal + {format_milli(borrowable)} borrowable"
-            )
-            if used + requested > spec.nominal + borrowable:
-                ctx.find("QuotaExceeded", block, location, arithmetic.format(">"), mode, data)
-            else:
-                ctx.note(block, location, arithmetic.format("<=") + ": fits")
+            over = used + requested > spec.nominal + borrowable
+            if over or explaining:  # messages are built only when someone reads them
+                data = {"used": used, "requested": requested, "nominal": spec.nominal, "borrowable": borrowable}
+                text = (
+                    f"{name}: {format_milli(used)} in use + {format_milli(requested)} requested"
+                    f" {'>' if over else '<='} {format_milli(spec.nominal)} nominal + {format_milli(borrowable)} borrowable"
+                )
+                if over:
+                    ctx.find("QuotaExceeded", block, location, text, mode, data)
+                else:
+                    ctx.note(block, location, text + ": fits")
         model = w.gpu_model
         if model is not None and model in spec.per_model:
             limit, used = spec.per_model[model], ledger.models[qi].get(model, 0)
-            data = {"model": model, "used": used, "requested": requested, "nominal": limit, "borrowable": 0}
-            text = f"{name}: {format_milli(used)} {model} in use + {format_milli(requested)} requested"
-            if used + requested > limit:
-                ctx.find("QuotaModelExceeded", block, location, f"{text} > {format_milli(limit)} nominal {model}", mode, data)
-            else:
-                ctx.note(block, location, f"{text} <= {format_milli(limit)} nominal {model}: fits")
+            over = used + requested > limit
+            if over or explaining:
+                data = {"model": model, "used": used, "requested": requested, "nominal": limit, "borrowable": 0}
+                text = f"{name}: {format_milli(used)} {model} in use + {format_milli(requested)} requested"
+                if over:
+                    ctx.find("QuotaModelExceeded", block, location, f"{text} > {format_milli(limit)} nominal {model}", mode, data)
+                else:
+                    ctx.note(block, location, f"{text} <= {format_milli(limit)} nominal {model}: fits")
         if spec.gpu_memory is not None and w.gpu_memory:
             charge, used = w.gpu_memory * w.pods, ledger.memory[qi]
-            data = {"used": used, "requested": charge, "nominal": spec.gpu_memory, "borrowable": 0}
-            text = f"{name}: {format_bytes(used)} GPU memory in use + {format_bytes(charge)} requested"
-            if used + charge > spec.gpu_memory:
-                ctx.find("QuotaMemoryExceeded", block, location, f"{text} > {format_bytes(spec.gpu_memory)} nominal", mode, data)
-            else:
-                ctx.note(block, location, f"{text} <= {format_bytes(spec.gpu_memory)} nominal: fits")
+            over = used + charge > spec.gpu_memory
+            if over or explaining:
+                data = {"used": used, "requested": charge, "nominal": spec.gpu_memory, "borrowable": 0}
+                text = f"{name}: {format_bytes(used)} GPU memory in use + {format_bytes(charge)} requested"
+                if over:
+                    ctx.find("QuotaMemoryExceeded", block, location, f"{text} > {format_bytes(spec.gpu_memory)} nominal", mode, data)
+                else:
+                    ctx.note(block, location, f"{text} <= {format_bytes(spec.gpu_memory)} nominal: fits")
         memory = (w.gpu_memory or 0) * w.pods
         ctx.reserve.append((ledger, (qi, requested, memory, model, requested)))
 
