@@ -118,7 +118,8 @@ def _located(err: dict, lines: dict[tuple, int]) -> tuple[int, str]:
     for part in err["loc"]:
         if path + (part,) in lines:
             path += (part,)
-    dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    shown = path + ((err["loc"][-1],) if err["type"] == "missing" and err["loc"] else ())
+    dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in shown).lstrip(".")
     return lines.get(path, 1), dotted or "(top)"
 
 

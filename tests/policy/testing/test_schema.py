@@ -1,0 +1,119 @@
+"""The `*.test.yaml` schema is strict: unknown keys, missing `allowed`, contradictions are errors with file:line."""
+
+import textwrap
+
+import pytest
+
+from webhook.testrunner import load_test_file
+
+POD = "{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ml}}"
+
+
+def write(tmp_path, body: str):
+    path = tmp_path / "x.test.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+BAD = [
+    # (name, file body, want line, want text)
+    ("unknown expectation key", f"""\
+        cases:
+          - name: a
+            request: {POD}
+            expect:
+              allowed: true
+              alowed: false
+        """, 6, "expect.alowed: Extra inputs are not permitted"),
+    ("allowed is required", f"""\
+        cases:
+          - name: a
+            request: {POD}
+            expect:
+              denied_by: [rule x]
+        """, 4, "expect.allowed: Field required"),
+    ("a string is not a bool", f"""\
+        cases:
+          - name: a
+            request: {POD}
+            expect: {{allowed: "false"}}
+        """, 4, "expect.allowed: Input should be a valid boolean"),
+    ("allowed with denying blocks", f"""\
+        cases:
+          - name: a
+            request: {POD}
+            expect: {{allowed: true, denied_by: [rule x]}}
+        """, 4, "contradicts"),
+    ("bad regex", f"""\
+        cases:
+          - name: a
+            request: {POD}
+            expect: {{allowed: false, messages: ["(unclosed"]}}
+        """, 4, "bad regex"),
+    ("full review with wrapper keys", """\
+        cases:
+          - name: a
+            user: bob
+            request: {kind: AdmissionReview, apiVersion: admission.k8s.io/v1, request: {uid: "1"}}
+            expect: {allowed: true}
+        """, 2, "move user into it"),
+    ("manifest without kind", """\
+        cases:
+          - name: a
+            request: {metadata: {name: p}}
+            expect: {allowed: true}
+        """, 2, "needs a `kind`"),
+    ("patch on the validating endpoint", f"""\
+        cases:
+          - name: a
+            mutate: false
+            request: {POD}
+            expect: {{allowed: true, patch: []}}
+        """, 2, "mutate: false never produces a patch"),
+    ("duplicate names", f"""\
+        cases:
+          - name: a
+            request: {POD}
+            expect: {{allowed: true}}
+          - name: a
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 1, "two cases are named 'a'"),
+    ("no cases", "cases: []\n", 1, "at least 1 item"),
+    ("unknown top-level key", "clusters: x.yaml\ncases: []\n", 1, "clusters: Extra inputs"),
+    ("not a mapping", "- a\n- b\n", 1, "a mapping with `cases:`"),
+    ("invalid yaml", "cases:\n  - name: [\n", 3, "invalid YAML"),
+    ("bad operation", f"""\
+        cases:
+          - name: a
+            operation: PATCH
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 3, "operation: Input should be"),
+]
+
+
+@pytest.mark.parametrize("name,body,want_line,want_text", BAD, ids=[b[0] for b in BAD])
+def test_bad_test_files_name_the_line(tmp_path, name, body, want_line, want_text):
+    path = write(tmp_path, body)
+    with pytest.raises(ValueError) as err:
+        load_test_file(path)
+    first = next(line for line in str(err.value).splitlines() if want_text in line)
+    assert f"x.test.yaml:{want_line}:" in first
+
+
+def test_good_file_keeps_defaults_and_aliases(tmp_path):
+    path = write(tmp_path, f"""\
+        cluster: c.yaml
+        now: 1700000000
+        cases:
+          - name: a
+            dryRun: true
+            groups: [g]
+            request: {POD}
+            expect: {{allowed: false, placement: null}}
+        """)
+    tf = load_test_file(path)
+    case = tf.cases[0]
+    assert (tf.cluster, tf.now, case.dry_run, case.groups, case.mutate) == ("c.yaml", 1700000000, True, ["g"], True)
+    assert case.expect.expects_placement() and case.expect.placement is None
