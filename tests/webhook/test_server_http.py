@@ -85,7 +85,7 @@ def test_denial_carries_status_and_patch_only_on_mutate(pki):
         assert "patch" not in validated and "patchType" not in validated
         assert mutated["patchType"] == "JSONPatch"
         assert orjson.loads(base64.b64decode(mutated["patch"]))[0]["path"] == "/spec/priorityClassName"
-        assert all(len(w) <= 120 for w in validated["warnings"]) and validated["warnings"][0].endswith("…")
+        assert all(len(w) <= 120 for w in validated["warnings"]) and len(validated["warnings"][0]) >= 100
         assert validated["auditAnnotations"] == {"rule-r": "fired"}
 
     asyncio.run(scenario())

@@ -1,16 +1,112 @@
-"""`allot serve`: not built yet; says so and exits 2 instead of pretending."""
+"""`allot serve`: run the admission webhook over HTTPS until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
 import sys
 
+from webhook.cli import UsageError
+
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Policy, cluster state, listener, TLS and failure options."""
+    src = parser.add_argument_group("policy (one of)")
+    src.add_argument("--policy", metavar="DIR", help="directory (or file) of .policy sources, reloaded on change")
+    src.add_argument("--bundle", metavar="FILE", help="signed policy bundle (see `allot bundle`), reloaded on change")
+    src.add_argument("--trust", metavar="PUB", nargs="+", default=[], help="public key(s) a bundle must be signed by")
+    cl = parser.add_argument_group("cluster state (one of)")
+    cl.add_argument("--cluster", metavar="FILE", help="snapshot from a `kubectl get -o yaml` List (no watching)")
+    cl.add_argument("--kubeconfig", metavar="FILE", help="list and watch a cluster through this kubeconfig")
+    cl.add_argument("--in-cluster", action="store_true", help="list and watch with the Pod's service account "
+                    "(the default when running in a Pod and neither --cluster nor --kubeconfig is given)")
+    net = parser.add_argument_group("listener and TLS")
+    net.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    net.add_argument("--port", type=int, default=8443, help="port (default 8443; 0 picks a free one)")
+    net.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM), reloaded when it changes")
+    net.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    net.add_argument("--self-signed", action="store_true", help="generate a CA and a serving certificate; prints the CA path")
+    net.add_argument("--certs-dir", metavar="DIR", help="where --self-signed writes ca.crt, tls.crt, tls.key (default: a temp dir)")
+    beh = parser.add_argument_group("behaviour")
+    beh.add_argument("--on-error", choices=("allow", "deny"), default="deny",
+                     help="answer when a decision fails or would miss the API server's timeout (default deny)")
+    beh.add_argument("--mode", choices=("audit", "warn"), help="override every block's mode, for safe rollouts")
+    beh.add_argument("--decision-log", metavar="FILE", default="-", help="JSON lines, one per decision ('-' stdout, 'off' none)")
+    beh.add_argument("--log-requests", action="store_true", help="include each AdmissionReview request in its log line (replayable)")
+    beh.add_argument("--max-body", type=int, metavar="BYTES", help="largest request body accepted (default 7 MiB)")
+    beh.add_argument("--reload-interval", type=float, default=2.0, metavar="S", help="seconds between policy/cert change checks")
+
+
+def options_from(args, decision_log):
+    """ServeOptions from parsed arguments; UsageError for contradictions."""
+    from webhook.serving import ServeOptions, env_in_cluster
+    from webhook.state import DEFAULT_MAX_BODY
+
+    in_cluster = args.in_cluster or (not args.cluster and not args.kubeconfig and env_in_cluster())
+    if not (args.cluster or args.kubeconfig or in_cluster):
+        raise UsageError("give --cluster FILE or --kubeconfig FILE (or run in a Pod for in-cluster config)")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port")
+    return ServeOptions(
+        policy=args.policy, bundle=args.bundle, trust=tuple(args.trust), cluster=args.cluster,
+        kubeconfig=args.kubeconfig, in_cluster=in_cluster and not (args.cluster or args.kubeconfig),
+        host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key,
+        self_signed=args.self_signed, certs_dir=args.certs_dir, on_error=args.on_error, mode=args.mode,
+        reload_interval=args.reload_interval, tls_interval=args.reload_interval, decision_log=decision_log,
+        log_requests=args.log_requests, max_body=args.max_body or DEFAULT_MAX_BODY,
+    )
+
+
+def open_log(target: str):
+    """The decision-log stream for `--decision-log`."""
+    if target == "-":
+        return sys.stdout
+    if target == "off":
+        return None
+    try:
+        return open(target, "ab", buffering=0)  # noqa: SIM115 - lives as long as the server
+    except OSError as exc:
+        raise UsageError(f"--decision-log {target}: {exc.strerror}") from None
+
+
+def run_loop(main) -> None:
+    """Run `main()` on uvloop when installed (markedly faster TLS and HTTP), else asyncio."""
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:
+        import asyncio
+
+        asyncio.run(main())
 
 
 def run(args) -> int:
-    """Report that the command does not exist yet."""
-    print("allot serve: not implemented yet", file=sys.stderr)
-    return 2
+    """Start, print where, serve until a signal."""
+    import asyncio
+    import logging
+    import signal
+
+    from webhook.serving import StartError, start
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    opts = options_from(args, open_log(args.decision_log))
+    outcome = {"code": 0}
+
+    async def main() -> None:
+        try:
+            running = await start(opts)
+        except StartError as exc:
+            print(f"allot serve: error: {exc}", file=sys.stderr)
+            outcome["code"] = 2
+            return
+        if running.ca_path:
+            print(f"allot serve: CA certificate: {running.ca_path}", file=sys.stderr)
+        print(f"allot serve: listening on https://{opts.host}:{running.port}", file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await running.stop()
+
+    run_loop(main)
+    return outcome["code"]

@@ -1,0 +1,189 @@
+"""Assemble a running webhook from options: policy, cluster state, TLS, background tasks, the listener.
+
+Shared by `allot serve`, `allot demo` and `allot bench serve` so all three run the
+same server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import pathlib
+import tempfile
+from dataclasses import dataclass, field
+from typing import IO
+
+from aiohttp import web
+
+from webhook import certs, server, tls
+from webhook.decisionlog import DecisionLog
+from webhook.reload import PolicyReloader, PolicySource
+from webhook.state import DEFAULT_MAX_BODY, State
+
+log = logging.getLogger("allot.serve")
+
+
+class StartError(Exception):
+    """The server cannot start; the message is one line for the operator."""
+
+
+@dataclass
+class ServeOptions:
+    """Everything `allot serve` takes, with defaults fit for a Pod in a cluster."""
+
+    policy: str | None = None
+    bundle: str | None = None
+    trust: tuple[str, ...] = ()
+    cluster: str | None = None
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    host: str = "0.0.0.0"
+    port: int = 8443
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    self_signed: bool = False
+    certs_dir: str | None = None
+    on_error: str = "deny"
+    mode: str | None = None
+    reload_interval: float = 2.0
+    tls_interval: float = 2.0
+    decision_log: IO | None = None
+    log_requests: bool = False
+    max_body: int = DEFAULT_MAX_BODY
+    extra_sans: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class Running:
+    """A started server: its state, runner (for cleanup), port, and the CA a client should trust."""
+
+    state: State
+    runner: web.AppRunner
+    port: int
+    ca_path: str | None
+    tls: tls.ReloadingTLS
+
+    @property
+    def url(self) -> str:
+        """Base URL on loopback."""
+        return f"https://127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        """Finish in-flight requests, stop background tasks, close the listener."""
+        await self.runner.cleanup()
+
+
+def self_signed(directory: str | None, host: str, extra: tuple[str, ...] = ()) -> tuple[str, str, str]:
+    """(cert, key, ca) paths of a fresh CA and a serving cert for localhost, 127.0.0.1, ::1 and `host`."""
+    d = pathlib.Path(directory or tempfile.mkdtemp(prefix="allot-certs-"))
+    dns, ips = ["localhost"], ["127.0.0.1", "::1"]
+    for name in (host, *extra):
+        if name in ("", "0.0.0.0", "::"):
+            continue
+        try:
+            ipaddress.ip_address(name)
+            ips.append(name) if name not in ips else None
+        except ValueError:
+            dns.append(name) if name not in dns else None
+    ca_key, ca_cert = certs.generate_ca("allot self-signed CA")
+    key, cert = certs.issue_serving_cert(ca_key, ca_cert, dns, ips)
+    _, ca_path = certs.write_pem(d, "ca", ca_key, ca_cert)
+    key_path, cert_path = certs.write_pem(d, "tls", key, cert)
+    return str(cert_path), str(key_path), str(ca_path)
+
+
+def _policy_source(o: ServeOptions) -> PolicySource:
+    if bool(o.policy) == bool(o.bundle):
+        raise StartError("give exactly one of --policy DIR or --bundle FILE")
+    if o.bundle:
+        if not o.trust:
+            raise StartError("--bundle needs --trust PUBLIC_KEY (a bundle is only loaded if a trusted key signed it)")
+        return PolicySource(o.bundle, bundle=True, trust=tuple(o.trust))
+    if o.trust:
+        raise StartError("--trust only applies to --bundle")
+    return PolicySource(o.policy)
+
+
+def _load_cluster_file(path: str):
+    from policy.cluster import ClusterSnapshot, SnapshotError
+
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StartError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return ClusterSnapshot.from_text(text)
+    except (SnapshotError, ValueError) as exc:
+        raise StartError(f"{path}: {exc}") from None
+
+
+def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]:
+    """Validate options, load policy, snapshot and certificates; (state, tasks, tls, ca_path). Raises StartError."""
+    source = _policy_source(o)
+    sources_of_state = [bool(o.cluster), bool(o.kubeconfig), o.in_cluster]
+    if sum(sources_of_state) != 1:
+        raise StartError("give exactly one of --cluster FILE, --kubeconfig FILE or --in-cluster")
+    if o.self_signed == bool(o.tls_cert or o.tls_key):
+        raise StartError("give --tls-cert and --tls-key, or --self-signed")
+    if not o.self_signed and not (o.tls_cert and o.tls_key):
+        raise StartError("--tls-cert and --tls-key go together")
+    state = State(on_error=o.on_error, mode=o.mode, log=DecisionLog(o.decision_log, requests=o.log_requests), max_body=o.max_body)
+    reloader = PolicyReloader(state, source, interval=o.reload_interval)
+    if not reloader.load_now():
+        raise StartError(f"policy set from {source.describe()} rejected: {state.policy.last_error}")
+    tasks = [reloader.watch]
+    if o.cluster:
+        state.swap_snapshot(_load_cluster_file(o.cluster), source=f"file {o.cluster}", synced=True)
+        state.metrics.cluster_synced.set(1)
+    else:
+        from policy.cluster import ClusterSnapshot
+        from webhook.watch import ClusterWatcher, api_client_from
+
+        try:
+            api = api_client_from(o.kubeconfig)
+        except Exception as exc:  # noqa: BLE001 - kubeconfig/in-cluster errors are configuration errors
+            raise StartError(f"cannot configure the Kubernetes client: {exc}") from None
+        state.swap_snapshot(ClusterSnapshot(), source=o.kubeconfig or "in-cluster", synced=False)
+        tasks.append(ClusterWatcher(state, api).run)
+    ca_path = None
+    if o.self_signed:
+        cert, key, ca_path = self_signed(o.certs_dir, o.host, o.extra_sans)
+    else:
+        cert, key = o.tls_cert, o.tls_key
+    try:
+        reloading = tls.ReloadingTLS(cert, key, metrics=state.metrics, status=state.tls)
+    except (OSError, Exception) as exc:  # noqa: BLE001 - bad files or a key that does not match
+        raise StartError(f"cannot load TLS certificate {cert} / key {key}: {exc}") from None
+    tasks.append(lambda: reloading.watch(o.tls_interval))
+    _warm(state)
+    return state, tasks, reloading, ca_path
+
+
+def _warm(state: State) -> None:
+    """Build the engine's indexes over the snapshot now, not inside the first admission request."""
+    warm = getattr(state.engine, "state_for", None)
+    if warm is not None and state.snapshot is not None:
+        warm(state.snapshot)
+
+
+async def start(o: ServeOptions) -> Running:
+    """Prepare and start listening; the caller awaits forever or calls `stop()`."""
+    state, tasks, reloading, ca_path = prepare(o)
+    app = server.make_app(state, tasks=tuple(tasks))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+    await runner.setup()
+    site = web.TCPSite(runner, o.host, o.port, ssl_context=reloading.base, backlog=1024)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise StartError(f"cannot listen on {o.host}:{o.port}: {exc.strerror or exc}") from None
+    port = runner.addresses[0][1]
+    log.info("allot webhook listening on https://%s:%d (policy generation %d)", o.host, port, state.policy.generation)
+    return Running(state=state, runner=runner, port=port, ca_path=ca_path, tls=reloading)
+
+
+def env_in_cluster() -> bool:
+    """True inside a Pod (the service-account environment is present)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
