@@ -1,7 +1,217 @@
-"""Normalization of admission requests and live objects into the `Workload` subject."""
+"""Normalization of admission requests and live objects into the `Workload` subject, whatever the dialect."""
 
 from __future__ import annotations
 
-from policy.demand import pod_demand, read_demand
+from typing import Mapping
 
-__all__ = ["pod_demand", "read_demand"]
+from policy.demand import pod_demand, read_demand
+from policy.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
+from policy.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
+from policy.dialects.security import escalations
+from policy.dialects.topology import pod_topology
+from policy.subject import Problem, Workload, make_workload
+
+__all__ = ["normalize", "normalize_object", "pod_demand", "read_demand", "service_account"]
+
+_SA_PREFIX = "system:serviceaccount:"
+_CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
+_FAMILY_NAMES = {
+    "coscheduling": "coscheduling PodGroup",
+    "volcano": "Volcano PodGroup",
+    "kai": "KAI PodGroup",
+    "podgroup": "PodGroup (scheduling.k8s.io)",
+    "workload": "Workload (scheduling.k8s.io)",
+}
+
+
+def service_account(user: str | None) -> str | None:
+    """`NS/NAME` of a `system:serviceaccount:NS:NAME` user, else None."""
+    if user and user.startswith(_SA_PREFIX):
+        ns, _, name = user[len(_SA_PREFIX):].partition(":")
+        if ns and name:
+            return f"{ns}/{name}"
+    return None
+
+
+def _priority(spec: Mapping, snapshot, problems: list) -> tuple[int | None, str | None]:
+    """(value, class): spec.priority as set by the Priority admission plugin, else the class's value."""
+    pc = spec.get("priorityClassName") or None
+    value = spec.get("priority")
+    if type(value) is int:
+        return value, pc
+    if value is not None:
+        problems.append(Problem(MALFORMED, f"spec.priority: {value!r} is not an integer"))
+    if pc and snapshot is not None:
+        obj = snapshot.priority_class(pc)
+        if obj is not None and type(obj.get("value")) is int:
+            return obj["value"], pc
+    return None, pc
+
+
+def _pod_gang(meta: Mapping, spec: Mapping, ns: str, snapshot, problems: list):
+    """(gang, min_members, group topology required, preferred) for a pod's group reference."""
+    ref = pod_group_ref(meta, spec)
+    if ref is None:
+        return None, None, None, None
+    family, name, sub = ref
+    if family == "kueue-pod-group":
+        raw = (meta.get("annotations") or EMPTY).get(KUEUE_TOTAL_ANNOTATION)
+        if raw is None:
+            return name, None, None, None
+        if isinstance(raw, str) and raw.isdigit() and int(raw) >= 1:
+            return name, int(raw), None, None
+        problems.append(Problem(MALFORMED, f"metadata.annotations[{KUEUE_TOTAL_ANNOTATION}]: {raw!r} is not a whole number >= 1"))
+        return name, None, None, None
+    info: GroupInfo | None = snapshot.group(ns, name, family) if snapshot is not None else None
+    if info is None:
+        problems.append(Problem(MISSING_GROUP, f"pod names {_FAMILY_NAMES[family]} {ns}/{name}, which is not in the cluster state"))
+        return name, None, None, None
+    problems.extend(info.problems)
+    if family == "workload":
+        for ps in info.pod_sets:
+            if ps.name == sub:
+                return f"{name}/{sub}", ps.count or None, info.topology_required, info.topology_preferred
+        problems.append(Problem(MISSING_GROUP, f"spec.workloadRef.podGroup: {sub!r} is not a pod group of Workload {ns}/{name}"))
+        return f"{name}/{sub}" if sub else name, None, None, None
+    return name, info.min_members, info.topology_required, info.topology_preferred
+
+
+def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
+    """A Pod's subject; `r` = (operation, name, namespace, user, groups, serviceaccount, resource, sub, uid, dry_run, old)."""
+    meta = obj.get("metadata") or EMPTY
+    spec = obj.get("spec") or EMPTY
+    operation, name, ns, user, groups, sa, resource, sub, uid, dry_run, old = r
+    ns = ns or meta.get("namespace") or "default"
+    podset, demand_problems = read_demand(obj, snapshot)
+    if demand_problems:
+        problems.extend(demand_problems)
+    annotations = meta.get("annotations") or EMPTY
+    required, preferred = pod_topology(annotations) if annotations else (None, None)
+    gang = minimum = None
+    if "schedulingGroup" in spec or "workloadRef" in spec or meta.get("labels") or annotations:
+        gang, minimum, g_required, g_preferred = _pod_gang(meta, spec, ns, snapshot, problems)
+        required = required or g_required
+        preferred = preferred or g_preferred
+    priority, pc = _priority(spec, snapshot, problems)
+    privileged, host_path, host_network = escalations(spec)
+    gpus = podset.gpus
+    # Positional, in `Workload` field order (see tests/policy/normalize/test_fast_path.py): keyword
+    # matching of 35 arguments costs more than the rest of normalization.
+    return make_workload(
+        "Pod", operation, name, ns, snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
+        meta.get("labels") or EMPTY, annotations, user, groups, sa, priority, pc,
+        1, gpus, gpus, podset.fraction, podset.gpu_memory, podset.gpu_product, None,
+        gang, minimum, required, preferred, False, privileged, host_path, host_network,
+        resource, sub, uid, dry_run, (podset,), tuple(problems) if problems else (), obj, old,
+    )
+
+
+def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: list) -> Workload:
+    meta = obj.get("metadata") or EMPTY
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else EMPTY
+    ns = base["namespace"] or meta.get("namespace") or "default"
+    base = {k: v for k, v in base.items() if k not in ("kind", "namespace")}
+    info = read_group(obj, family, lambda p: pod_demand(p, snapshot))
+    problems.extend(info.problems)
+    pods = info.min_members or 1
+    total = gpus = 0
+    fraction = memory = product = None
+    privileged = host_path = host_network = False
+    if info.pod_sets and any(ps.gpus for ps in info.pod_sets):
+        total = sum(ps.count * ps.gpus for ps in info.pod_sets)
+        gpus = max(ps.gpus for ps in info.pod_sets)  # per-pod view of the largest member
+        fractions = {ps.fraction for ps in info.pod_sets if ps.gpus}
+        fraction = fractions.pop() if len(fractions) == 1 else None
+        mems = [ps.count * ps.gpu_memory for ps in info.pod_sets if ps.gpu_memory]
+        memory = ceil_div(sum(mems), pods) if mems else None
+        products = {ps.gpu_product for ps in info.pod_sets if ps.gpus and ps.gpu_product}
+        product = products.pop() if len(products) == 1 else None
+    elif info.min_gpus is not None:
+        total, gpus = info.min_gpus, ceil_div(info.min_gpus, pods)
+    for ps in spec.get("podSets") or ():  # Kueue Workload templates carry container specs
+        tspec = ((ps or EMPTY).get("template") or EMPTY).get("spec") or EMPTY
+        p, h, n = escalations(tspec)
+        privileged, host_path, host_network = privileged or p, host_path or h, host_network or n
+    priority, pc = _priority(spec, snapshot, problems)
+    return make_workload(
+        kind=obj.get("kind") or base.get("kind") or "", labels=meta.get("labels") or EMPTY,
+        annotations=meta.get("annotations") or EMPTY,
+        namespace_labels=snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
+        priority=priority, priority_class=pc, pods=pods, gpus=gpus, total_gpus=total, fraction=fraction,
+        gpu_memory=memory, gpu_product=product, gang=info.name or None, min_members=info.min_members,
+        topology_required=info.topology_required, topology_preferred=info.topology_preferred,
+        privileged=privileged, host_path=host_path, host_network=host_network, pod_sets=info.pod_sets,
+        problems=tuple(problems), obj=obj, namespace=ns, **base,
+    )
+
+
+def _build(obj, kind: str, snapshot, r: tuple, problems: list) -> Workload:
+    """Dispatch on the object's kind; unknown kinds come back quickly with gpus=0."""
+    if type(obj) is dict:
+        if kind == "Pod":
+            return _pod_workload(obj, snapshot, r, problems)
+        family = group_family(obj.get("apiVersion") or "", kind)
+        if family is not None:
+            return _group_workload(obj, family, snapshot, {**_base(r), "kind": kind}, problems)
+        meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
+        labels, annotations = meta.get("labels") or EMPTY, meta.get("annotations") or EMPTY
+    else:
+        labels = annotations = EMPTY
+    return _bare(kind, obj if type(obj) is dict else None, snapshot, r, problems, labels, annotations)
+
+
+def _base(r: tuple) -> dict:
+    names = ("operation", "name", "namespace", "user", "groups", "serviceaccount", "resource", "subresource", "uid", "dry_run", "old_obj")
+    return dict(zip(names, r))
+
+
+def _bare(kind: str, obj, snapshot, r: tuple, problems: list, labels=EMPTY, annotations=EMPTY) -> Workload:
+    """A subject with no GPU reading: unknown kinds, CONNECT to pods not in the cluster state."""
+    ns = r[2]
+    return make_workload(
+        kind=kind, labels=labels, annotations=annotations,
+        namespace_labels=snapshot.namespace_labels(ns) if snapshot is not None and ns else EMPTY,
+        problems=tuple(problems), obj=obj, **_base(r),
+    )
+
+
+def normalize(request: Mapping, snapshot) -> Workload:
+    """The subject of an AdmissionReview v1 `request`; bad input becomes `problems`, never an exception."""
+    operation = request.get("operation") or "CREATE"
+    resource = request.get("resource") or EMPTY
+    res_name = resource.get("resource") or "pods"
+    sub = request.get("subResource") or None
+    kind = (request.get("kind") or EMPTY).get("kind") or ""
+    user_info = request.get("userInfo") or EMPTY
+    user = user_info.get("username")
+    groups = user_info.get("groups")
+    obj = request.get("object")
+    old = request.get("oldObject")
+    ns = request.get("namespace") or None
+    name = request.get("name") or None
+    problems: list[Problem] = []
+    if obj is None and operation == "DELETE":
+        obj = old
+    if res_name == "pods" and (sub in _CONNECT_SUBRESOURCES or obj is None):
+        # CONNECT carries PodExecOptions (or nothing): the subject is the live pod, when known.
+        kind = "Pod"
+        obj = snapshot.pod(ns or "default", name) if snapshot is not None and name else None
+    if obj is not None and type(obj) is not dict:
+        problems.append(Problem(BAD_OBJECT, f"request.object: expected an object, got {type(obj).__name__}"))
+        obj = None
+    if obj is not None and not name:
+        name = (obj.get("metadata") or EMPTY).get("name") or None
+    r = (
+        operation, name, ns, user, tuple(groups) if type(groups) is list else (), service_account(user),
+        res_name, sub, request.get("uid"), request.get("dryRun") is True, old if type(old) is dict else None,
+    )
+    if obj is None:
+        return _bare(kind, None, snapshot, r, problems)
+    return _build(obj, kind or obj.get("kind") or "", snapshot, r, problems)
+
+
+def normalize_object(obj: Mapping, snapshot) -> Workload:
+    """The subject of a live object (usage accounting): no request, no user."""
+    meta = obj.get("metadata") or EMPTY
+    r = ("CREATE", meta.get("name"), meta.get("namespace"), None, (), None, "pods", None, meta.get("uid"), False, None)
+    return _build(obj, obj.get("kind") or "", snapshot, r, [])

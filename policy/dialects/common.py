@@ -67,7 +67,7 @@ def ceil_div(a: int, b: int) -> int:
 def dig(obj: Mapping | None, *keys: str):
     """`obj[k1][k2]…` or None when any step is missing or not a mapping."""
     for k in keys:
-        if not isinstance(obj, Mapping):
+        if not isinstance(obj, dict):
             return None
         obj = obj.get(k)
     return obj

@@ -29,18 +29,18 @@ def is_gpu_class(name: str | None, snapshot) -> bool:
 
 def claim_requests(claim_spec: Mapping) -> list:
     """The device requests of a claim spec (the same for a template's `spec.spec`)."""
-    devices = claim_spec.get("devices") if isinstance(claim_spec, Mapping) else None
-    reqs = devices.get("requests") if isinstance(devices, Mapping) else None
+    devices = claim_spec.get("devices") if isinstance(claim_spec, dict) else None
+    reqs = devices.get("requests") if isinstance(devices, dict) else None
     return reqs if isinstance(reqs, list) else []
 
 
 def _one_request(req: Mapping) -> Mapping:
     """The effective device request: v1 `exactly`, the first `firstAvailable` choice, or the flat v1beta1 form."""
     exactly = req.get("exactly")
-    if isinstance(exactly, Mapping):
+    if isinstance(exactly, dict):
         return exactly
     first = req.get("firstAvailable")
-    if isinstance(first, list) and first and isinstance(first[0], Mapping):
+    if isinstance(first, list) and first and isinstance(first[0], dict):
         return first[0]
     return req
 
@@ -52,7 +52,7 @@ def read_requests(requests: list, path: str, snapshot, device_memory: int | None
     share = None
     have_memory = False
     for i, raw in enumerate(requests):
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, dict):
             raise Bad(MALFORMED, f"{path}.devices.requests[{i}]: {raw!r} is not a device request")
         req = _one_request(raw)
         if not is_gpu_class(req.get("deviceClassName"), snapshot):
@@ -66,9 +66,9 @@ def read_requests(requests: list, path: str, snapshot, device_memory: int | None
         count_raw = req.get("count", 1)
         if type(count_raw) is not int or count_raw < 1:
             raise Bad(MALFORMED, f"{rpath}.count: {count_raw!r} is not a whole number >= 1")
-        caps = (req.get("capacity") or {}).get("requests") if isinstance(req.get("capacity"), Mapping) else None
+        caps = (req.get("capacity") or {}).get("requests") if isinstance(req.get("capacity"), dict) else None
         mem = None
-        if isinstance(caps, Mapping):
+        if isinstance(caps, dict):
             for key, value in caps.items():
                 if key == "memory" or key.endswith("/memory"):
                     try:
@@ -101,17 +101,17 @@ def pod_claims(pod: Mapping, snapshot, device_memory: int | None):
     ns = (pod.get("metadata") or {}).get("namespace")
     statuses = {}
     for st in ((pod.get("status") or {}).get("resourceClaimStatuses") or ()):
-        if isinstance(st, Mapping) and st.get("resourceClaimName"):
+        if isinstance(st, dict) and st.get("resourceClaimName"):
             statuses[st.get("name")] = st["resourceClaimName"]
     milli = 0
     memory = None
     share = None
     problems = []
     for i, ref in enumerate(claims):
-        if not isinstance(ref, Mapping):
+        if not isinstance(ref, dict):
             problems.append(Bad(MALFORMED, f"spec.resourceClaims[{i}]: {ref!r} is not a claim reference"))
             continue
-        src = ref.get("source") if isinstance(ref.get("source"), Mapping) else ref  # pre-1.31 `source:` shape
+        src = ref.get("source") if isinstance(ref.get("source"), dict) else ref  # pre-1.31 `source:` shape
         claim_name = src.get("resourceClaimName") or statuses.get(ref.get("name"))
         template_name = src.get("resourceClaimTemplateName")
         requests = None

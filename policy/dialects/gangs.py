@@ -68,18 +68,18 @@ def _count(value, path: str, problems: list, minimum: int = 1) -> int | None:
 
 def _gang_min(policy, path: str, problems: list) -> int | None:
     """`gang.minCount` of an upstream scheduling policy (None for `basic`)."""
-    gang = policy.get("gang") if isinstance(policy, Mapping) else None
-    if not isinstance(gang, Mapping):
+    gang = policy.get("gang") if isinstance(policy, dict) else None
+    if not isinstance(gang, dict):
         return None
     return _count(gang.get("minCount"), f"{path}.gang.minCount", problems)
 
 
 def _topology_key(constraints) -> str | None:
     """`schedulingConstraints.topology[0].key` (one constraint allowed as of 1.36)."""
-    topo = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    topo = constraints.get("topology") if isinstance(constraints, dict) else None
     if isinstance(topo, list):
         for t in topo:
-            if isinstance(t, Mapping) and isinstance(t.get("key"), str):
+            if isinstance(t, dict) and isinstance(t.get("key"), str):
                 return t["key"]
     return None
 
@@ -87,7 +87,7 @@ def _topology_key(constraints) -> str | None:
 def _min_gpus(spec: Mapping, problems: list) -> int | None:
     """Milli-GPU of `spec.minResources` (coscheduling, Volcano), when it names a GPU resource."""
     res = spec.get("minResources")
-    if not isinstance(res, Mapping):
+    if not isinstance(res, dict):
         return None
     from .common import whole_count  # local: keeps the import list short
 
@@ -104,7 +104,7 @@ def _min_gpus(spec: Mapping, problems: list) -> int | None:
 def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     """A group object of `family` as a GroupInfo; bad fields become problems, never exceptions."""
     meta = obj.get("metadata") or EMPTY
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else EMPTY
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else EMPTY
     problems: list[Problem] = []
     ns = meta.get("namespace") or "default"
     name = meta.get("name") or ""
@@ -117,11 +117,11 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
         min_gpus = _min_gpus(spec, problems)
         if family == "kai":
             tc = spec.get("topologyConstraint")
-            if isinstance(tc, Mapping):
+            if isinstance(tc, dict):
                 required = tc.get("requiredTopologyLevel") or None
                 preferred = tc.get("preferredTopologyLevel") or None
             for i, sg in enumerate(spec.get("subGroups") or ()):
-                if isinstance(sg, Mapping):
+                if isinstance(sg, dict):
                     n = _count(sg.get("minMember"), f"spec.subGroups[{i}].minMember", problems)
                     pod_sets.append(PodSet(str(sg.get("name") or i), n or 0, 0))
         elif family == "volcano":
@@ -137,7 +137,7 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
         key = "podGroupTemplates" if spec.get("podGroupTemplates") else "podGroups"
         total = 0
         for i, g in enumerate(groups):
-            if not isinstance(g, Mapping):
+            if not isinstance(g, dict):
                 continue
             path = f"spec.{key}[{i}]"
             pol = g.get("schedulingPolicy") if "schedulingPolicy" in g else g.get("policy")
@@ -149,20 +149,20 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     elif family == "kueue":
         total = 0
         for i, ps in enumerate(spec.get("podSets") or ()):
-            if not isinstance(ps, Mapping):
+            if not isinstance(ps, dict):
                 continue
             path = f"spec.podSets[{i}]"
             count = _count(ps.get("count", 1), f"{path}.count", problems, 0) or 0
             least = _count(ps.get("minCount"), f"{path}.minCount", problems, 0)
             gpus = fraction = memory = product = None
             tmpl = ps.get("template")
-            if pod_demand is not None and isinstance(tmpl, Mapping):
+            if pod_demand is not None and isinstance(tmpl, dict):
                 d = pod_demand({"metadata": tmpl.get("metadata") or {"namespace": ns}, "spec": tmpl.get("spec") or {}})
                 gpus, fraction, memory, product = d.gpus, d.fraction, d.gpu_memory, d.gpu_product
             pod_sets.append(PodSet(str(ps.get("name") or i), count, gpus or 0, fraction, memory, product))
             total += least if least is not None else count
             tr = ps.get("topologyRequest")
-            if isinstance(tr, Mapping):
+            if isinstance(tr, dict):
                 required = required or tr.get("required") or None
                 preferred = preferred or tr.get("preferred") or None
         minimum = total or None
@@ -172,10 +172,10 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
 def pod_group_ref(meta: Mapping, spec: Mapping) -> tuple[str, str, str | None] | None:
     """(family, group name, pod group within a Workload or None) a pod points at, or None."""
     sg = spec.get("schedulingGroup")
-    if isinstance(sg, Mapping) and sg.get("podGroupName"):
+    if isinstance(sg, dict) and sg.get("podGroupName"):
         return "podgroup", sg["podGroupName"], None
     ref = spec.get("workloadRef")
-    if isinstance(ref, Mapping) and ref.get("name"):
+    if isinstance(ref, dict) and ref.get("name"):
         return "workload", ref["name"], ref.get("podGroup")
     labels = meta.get("labels") or EMPTY
     annotations = meta.get("annotations") or EMPTY
