@@ -39,7 +39,7 @@ def _compile_patterns(patterns: list[str] | None) -> list[str] | None:
 class PlacementExpect(_Strict):
     """The expected placement domain; every given field must equal the decision's."""
 
-    value: str
+    value: str | None = None
     label: str | None = None
     topology: str | None = None
     level: str | None = None
