@@ -60,9 +60,15 @@ def _fit(text: str) -> str:
     return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 3] + "..."
 
 
+def headline(block: str, message: str) -> str:
+    """`quota team-a: msg`, without repeating the name when the message starts with it."""
+    kind, _, name = block.partition(" ")
+    return f"{kind} {message}" if name and message.startswith(name + ":") else f"{block}: {message}"
+
+
 def denial_message(decision: Decision) -> str:
     """The `status.message` of a denial: every enforcing reason with its block and source line."""
-    parts = [f"{r.block}: {r.message} ({r.location})" for r in decision.reasons if r.mode == "enforce"]
+    parts = [f"{headline(r.block, r.message)} ({r.location})" for r in decision.reasons if r.mode == "enforce"]
     return "allot denied: " + "; ".join(parts) if parts else "allot denied"
 
 

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Callable
 
 from lang import ir
+from policy.admission import headline
 from policy.agents import is_marked_agent
 from policy.compile import Compiled, audit_key, compile_policy_set
 from policy.context import Context
@@ -147,9 +148,7 @@ def commit_reservations(ctx: Context) -> None:
 
 def warning_text(r: Reason) -> str:
     """An admission warning line: `block: message`, cut to 120 characters."""
-    kind, _, name = r.block.partition(" ")
-    # Messages start with the block's name ("team-a: ..."); prefix only the kind then.
-    text = f"{kind} {r.message}" if name and r.message.startswith(name + ":") else f"{r.block}: {r.message}"
+    text = headline(r.block, r.message)
     return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 3] + "..."
 
 

@@ -1,16 +1,188 @@
-"""`allot eval`: not built yet; says so and exits 2 instead of pretending."""
+"""`allot eval`: decide one admission request offline, printing exactly what the webhook would send.
+
+    allot eval --policy DIR [--cluster FILE] [--mutate] [--user U] [--group G]…
+               [--operation OP] [--explain] [--now T] REQUEST
+
+REQUEST is a manifest (YAML or JSON; wrapped into an AdmissionReview with the
+user, groups and operation given) or a full AdmissionReview; `-` reads stdin.
+Exit 0 allowed, 3 denied, 1 policy errors, 2 usage errors.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+
+DEFAULT_USER = "kubernetes-admin"
+DEFAULT_GROUPS = ("system:masters", "system:authenticated")
 
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Options of `allot eval`."""
+    parser.add_argument("request", metavar="REQUEST", help="manifest or AdmissionReview (YAML/JSON file, - for stdin)")
+    parser.add_argument("--policy", action="append", required=True, metavar="DIR", help="policy directory or file (repeatable)")
+    parser.add_argument("--cluster", metavar="FILE", help="cluster state: `kubectl get … -o yaml` List (default: empty)")
+    parser.add_argument("--mutate", action="store_true", help="decide as the mutating webhook (include the JSONPatch)")
+    parser.add_argument("--user", default=DEFAULT_USER, help=f"requesting user for a bare manifest (default {DEFAULT_USER})")
+    parser.add_argument("--group", action="append", metavar="G", help="requesting user's group (repeatable)")
+    parser.add_argument("--operation", default="CREATE", type=str.upper, choices=("CREATE", "UPDATE", "DELETE", "CONNECT"))
+    parser.add_argument("--explain", action="store_true", help="print a human trace of every block instead of the JSON")
+    parser.add_argument("--now", type=float, metavar="T", help="decision time, Unix seconds (default: the clock)")
+
+
+def load_policy(paths: list[str]):
+    """The compiled PolicySet of `paths`; prints diagnostics and returns None on errors."""
+    import lang
+    from lang.diagnostics import render_all
+    from webhook.cli import UsageError
+    from webhook.sources import read_policy_sources
+
+    sources = read_policy_sources(paths)
+    if not sources:
+        raise UsageError("no .policy files found in " + ", ".join(paths))
+    policy_set, diags = lang.compile_policies(sources)
+    if policy_set is None:
+        print(render_all(diags, dict(sources)), file=sys.stderr)
+        return None
+    return policy_set
+
+
+def load_snapshot(path: str | None):
+    """The cluster snapshot of `path`, or an empty one."""
+    if path is None:
+        from policy.cluster import ClusterSnapshot
+
+        return ClusterSnapshot()
+    from webhook.clusterfile import read_cluster_file
+
+    return read_cluster_file(path)
+
+
+def read_document(path: str) -> dict:
+    """One YAML/JSON object from a file or stdin; UsageError with one line otherwise."""
+    import yaml
+
+    from webhook.cli import UsageError
+
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise UsageError(f"{path}{where}: not valid YAML/JSON ({getattr(exc, 'problem', None) or 'syntax error'})") from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise UsageError(f"{path}: expected exactly one object (a manifest or an AdmissionReview), found {len(docs)}")
+    return docs[0]
+
+
+def build_request(doc: dict, *, user: str, groups, operation: str) -> dict:
+    """The AdmissionReview `request` of a document: parsed if it is a review, else the wrapped manifest."""
+    from policy.admission import ReviewError, parse_review, wrap_manifest
+    from webhook.cli import UsageError
+
+    try:
+        if doc.get("kind") == "AdmissionReview":
+            return parse_review(doc)
+        return parse_review(wrap_manifest(doc, user=user, groups=groups, operation=operation))
+    except ReviewError as exc:
+        raise UsageError(f"request: {exc}") from None
 
 
 def run(args) -> int:
-    """Report that the command does not exist yet."""
-    print("allot eval: not implemented yet", file=sys.stderr)
-    return 2
+    """Decide and print; exit 0 allowed, 3 denied, 1 policy errors."""
+    import time
+
+    from policy.admission import respond
+    from policy.engine import Engine
+
+    doc = read_document(args.request)
+    groups = tuple(args.group) if args.group else DEFAULT_GROUPS
+    request = build_request(doc, user=args.user, groups=groups, operation=args.operation)
+    policy_set = load_policy(args.policy)
+    if policy_set is None:
+        return 1
+    snapshot = load_snapshot(args.cluster)
+    now = args.now if args.now is not None else time.time()
+    engine = Engine(policy_set)
+    if args.explain:
+        decision, trace, workload = engine.explain(request, snapshot, now, mutate=args.mutate)
+        print(render_explain(request, workload, decision, trace, policy_set))
+    else:
+        decision = engine.decide(request, snapshot, now, mutate=args.mutate, reserve=False)
+        print(json.dumps(respond(request, decision, mutate=args.mutate), indent=2))
+    return 0 if decision.allowed else 3
+
+
+def _source_line(policy_set, location: str) -> str | None:
+    path, _, rest = location.rpartition(":")
+    path, _, line = path.rpartition(":")
+    texts = dict(policy_set.sources)
+    if path not in texts or not line.isdigit():
+        return None
+    lines = texts[path].splitlines()
+    n = int(line)
+    return lines[n - 1].strip() if 0 < n <= len(lines) else None
+
+
+def _fmt_subject(w) -> str:
+    from lang.quantity import format_bytes, format_milli
+
+    def amount(v, f):
+        return "none" if v is None else f(v)
+
+    parts = [
+        f"gpus={format_milli(w.gpus)}",
+        f"total_gpus={format_milli(w.total_gpus)}",
+        f"pods={w.pods}",
+        f"fraction={amount(w.fraction, format_milli)}",
+        f"gpu_memory={amount(w.gpu_memory, format_bytes)}",
+        f"gpu_model={w.gpu_model or 'none'}",
+        f"priority_class={w.priority_class or 'none'}",
+        f"gang={w.gang or 'none'}",
+        f"min_members={w.min_members if w.min_members is not None else 'none'}",
+        f"agent={'true' if w.agent else 'false'}",
+    ]
+    return " ".join(parts)
+
+
+def render_explain(request: dict, w, decision, trace, policy_set) -> str:
+    """The human trace: request, subject, each block's steps with their source line, the outcome."""
+    res = request.get("resource", {}).get("resource", "")
+    sub = request.get("subResource")
+    user = request.get("userInfo", {})
+    out = [
+        f"request   {request.get('operation')} {res}{'/' + sub if sub else ''} {w.namespace or '-'}/{w.name or '-'}"
+        f" by {user.get('username')} (groups: {', '.join(user.get('groups') or []) or 'none'})",
+        f"subject   {w.kind}: {_fmt_subject(w)}",
+    ]
+    for p in w.problems:
+        out.append(f"problem   {p.code}: {p.message}")
+    current = None
+    for block, location, text in trace:
+        if block != current:
+            current = block
+            out.append(f"\n{block}  ({location})")
+            src = _source_line(policy_set, location)
+            if src:
+                out.append(f"    | {src}")
+        out.append(f"    {text}")
+    if not trace:
+        out.append("\nno block matched this request")
+    out.append("")
+    out.append("decision  " + ("ALLOWED" if decision.allowed else "DENIED"))
+    for r in decision.denials:
+        out.append(f"  deny    {r.block}: {r.message}  [{r.code} at {r.location}]")
+    for wtext in decision.warnings:
+        out.append(f"  warning {wtext}")
+    for key, value in decision.audit.items():
+        out.append(f"  audit   {key}: {value}")
+    for op in decision.patch:
+        value = f" {json.dumps(op['value'])}" if "value" in op else ""
+        out.append(f"  patch   {op['op']} {op['path']}{value}")
+    return "\n".join(out)

@@ -1,0 +1,101 @@
+"""`allot eval`: exit codes (0 allowed, 3 denied, 1 policy errors, 2 usage) and output shapes."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import yaml
+from engine_builders import pod
+
+from policy.admission import wrap_manifest
+from webhook.cli import main
+
+POLICY = """
+priority batch 100 default
+quota solo {
+  for namespace == "solo"
+  gpus 4
+}
+rule no-sleepers {
+  for labels["agents.acme.io/state"] == "sleeping"
+  when gpus > 0
+  deny "a sleeping agent holds {gpus} GPUs"
+}
+"""
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.policy").write_text(POLICY)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "a.policy").write_text("quota x {\n  gpus \"four\"\n}\n")
+
+    def write(name, obj, as_json=False):
+        path = tmp_path / name
+        path.write_text(json.dumps(obj) if as_json else yaml.safe_dump(obj))
+        return str(path)
+
+    return tmp_path, write
+
+
+@pytest.mark.parametrize(
+    "gpus, labels, extra, want_exit",
+    [
+        (2, None, [], 0),
+        (5, None, [], 3),
+        (1, {"agents.acme.io/state": "sleeping"}, [], 3),
+        (1, None, ["--operation", "delete"], 0),
+    ],
+)
+def test_exit_codes(files, capsys, gpus, labels, extra, want_exit):
+    root, write = files
+    req = write("pod.yaml", pod("x", "solo", gpus=gpus, labels=labels))
+    assert main(["eval", "--policy", str(root / "p"), *extra, req]) == want_exit
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "AdmissionReview" and out["response"]["allowed"] is (want_exit == 0)
+
+
+def test_policy_errors_exit_1(files, capsys):
+    root, write = files
+    assert main(["eval", "--policy", str(root / "bad"), write("pod.yaml", pod(gpus=1))]) == 1
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv_tail, content",
+    [
+        (["missing.yaml"], None),
+        (["req.yaml"], "a: [unclosed"),
+        (["req.yaml"], "- 1\n- 2\n"),
+        (["req.yaml"], {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(files, capsys, argv_tail, content):
+    root, _ = files
+    if content is not None:
+        (root / "req.yaml").write_text(content if isinstance(content, str) else json.dumps(content))
+    code = main(["eval", "--policy", str(root / "p"), *[str(root / a) for a in argv_tail]])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("allot eval: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_full_review_and_mutate_patch(files, capsys):
+    root, write = files
+    review = wrap_manifest(pod("x", "solo", gpus=1), user="bob", groups=["g"], operation="CREATE")
+    assert main(["eval", "--policy", str(root / "p"), "--mutate", write("review.json", review, as_json=True)]) == 0
+    resp = json.loads(capsys.readouterr().out)["response"]
+    assert resp["uid"] == review["request"]["uid"]
+    patch = json.loads(base64.b64decode(resp["patch"]))
+    assert {"op": "add", "path": "/spec/priorityClassName", "value": "batch"} in patch
+
+
+def test_explain_prints_blocks_arithmetic_and_source(files, capsys):
+    root, write = files
+    assert main(["eval", "--policy", str(root / "p"), "--explain", "--now", "0", write("pod.yaml", pod("x", "solo", gpus=5))]) == 3
+    out = capsys.readouterr().out
+    assert "quota solo" in out and "0 in use + 5 requested > 4 nominal + 0 borrowable" in out
+    assert "| quota solo {" in out and "decision  DENIED" in out
