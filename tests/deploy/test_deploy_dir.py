@@ -1,0 +1,193 @@
+"""deploy/: what `kubectl apply -k deploy/` applies is complete, schema-valid, least-privilege, hardened, and not drifted."""
+
+import pathlib
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from webhook.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S_VERSIONS = ("1.33.0", kubernetes_validate.latest_version())
+
+
+def kustomize(directory: pathlib.Path) -> tuple[list[dict], set[pathlib.Path]]:
+    """The objects a kustomization (no transformers) yields, and every file it references."""
+    kust = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    assert set(kust) <= {"apiVersion", "kind", "resources", "configMapGenerator", "generatorOptions"}, "no transformers"
+    docs: list[dict] = []
+    used = {directory / "kustomization.yaml"}
+    for res in kust.get("resources", []):
+        path = directory / res
+        if path.is_dir():
+            sub_docs, sub_used = kustomize(path)
+            docs += sub_docs
+            used |= sub_used
+        else:
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+            used.add(path)
+    labels = (kust.get("generatorOptions") or {}).get("labels", {})
+    for gen in kust.get("configMapGenerator", []):
+        data = {}
+        for f in gen["files"]:
+            data[pathlib.Path(f).name] = (directory / f).read_text()
+            used.add(directory / f)
+        meta = {"name": gen["name"], "namespace": gen["namespace"], "labels": dict(labels)}
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+    return docs, used
+
+
+DOCS, USED = kustomize(DEPLOY)
+
+
+def find(kind: str, name: str | None = None) -> dict:
+    (doc,) = [d for d in DOCS if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    return doc
+
+
+def test_kustomization_lists_every_manifest_file():
+    manifests = {p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml", ".json")}
+    assert manifests - USED == set()
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_every_applied_object_validates_against_the_openapi_schema(version):
+    assert len(DOCS) >= 12
+    for doc in DOCS:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_everything_namespaced_lives_in_allot_system():
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+                      "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+    assert {d["metadata"].get("namespace") for d in DOCS if d["kind"] not in cluster_scoped} == {"allot-system"}
+
+
+# ---- the pod -------------------------------------------------------------------------------
+
+DEPLOYMENT = find("Deployment", "allot")
+POD = DEPLOYMENT["spec"]["template"]["spec"]
+(CONTAINER,) = POD["containers"]
+
+
+def test_deployment_is_highly_available():
+    assert DEPLOYMENT["spec"]["replicas"] >= 2
+    assert DEPLOYMENT["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    (term,) = POD["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    pdb = find("PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    labels = DEPLOYMENT["spec"]["template"]["metadata"]["labels"]
+    for selector in (pdb["spec"]["selector"]["matchLabels"], find("Service")["spec"]["selector"],
+                     term["podAffinityTerm"]["labelSelector"]["matchLabels"]):
+        assert selector.items() <= labels.items()
+
+
+def test_restricted_security_context():
+    pod_sc, sc = POD["securityContext"], CONTAINER["securityContext"]
+    assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] != 0
+    assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert sc["runAsNonRoot"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "hostNetwork" not in POD and "hostPID" not in POD
+    assert find("Namespace")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_resources_have_requests_and_limits():
+    res = CONTAINER["resources"]
+    assert set(res["requests"]) == set(res["limits"]) == {"cpu", "memory"}
+
+
+def test_probes_are_https_on_healthz_and_readyz():
+    assert CONTAINER["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert CONTAINER["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert CONTAINER["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    svc_port = find("Service")["spec"]["ports"][0]
+    assert (svc_port["port"], svc_port["targetPort"]) == (443, "https")
+
+
+def mounted_path(volume_name: str) -> str:
+    (mount,) = [m for m in CONTAINER["volumeMounts"] if m["name"] == volume_name]
+    assert mount.get("readOnly", False) or volume_name == "tmp"
+    return mount["mountPath"]
+
+
+def test_serve_args_point_into_the_mounted_bundle_trust_and_tls():
+    args = CONTAINER["args"]
+    assert args[0] == "serve"
+    flags = dict(zip(args[1::2], args[2::2]))
+    volumes = {v["name"]: v for v in POD["volumes"]}
+    bundle_cm = find("ConfigMap", volumes["bundle"]["configMap"]["name"])
+    assert flags["--bundle"] == f"{mounted_path('bundle')}/{next(iter(bundle_cm['data']))}"
+    assert flags["--trust"].startswith(mounted_path("trust") + "/")
+    assert flags["--tls-cert"] == f"{mounted_path('tls')}/tls.crt"
+    assert flags["--tls-key"] == f"{mounted_path('tls')}/tls.key"
+    assert volumes["tls"]["secret"]["secretName"] == "allot-tls"  # what `allot certs` tells the operator to create
+
+
+def test_webhook_configurations_call_the_service():
+    svc = find("Service")["metadata"]
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for w in find(kind)["webhooks"]:
+            s = w["clientConfig"]["service"]
+            assert (s["name"], s["namespace"], s["port"]) == (svc["name"], svc["namespace"], 443)
+
+
+# ---- RBAC -------------------------------------------------------------------------------------
+
+READ = ["get", "list", "watch"]
+
+
+def test_cluster_role_only_reads_what_the_snapshot_watches():
+    rules = find("ClusterRole")["rules"]
+    assert all(r["verbs"] == READ for r in rules)
+    granted = {(g, res) for r in rules for g in r["apiGroups"] for res in r["resources"]}
+    assert not any("*" in g or "*" in res for g, res in granted)
+    assert ("", "secrets") not in granted
+    from webhook.watch import RESOURCES  # what the watcher actually lists
+
+    for res in RESOURCES:
+        group = res.api_version.rpartition("/")[0]
+        assert (group, res.plural) in granted, res
+
+
+def test_writes_are_limited_to_the_ledger_in_its_own_namespace():
+    role = find("Role")
+    assert role["metadata"]["namespace"] == "allot-system"
+    for r in role["rules"]:
+        assert r["apiGroups"] == [""] and r["resources"] == ["configmaps"]
+        assert r["verbs"] == ["create"] or r.get("resourceNames") == ["allot-reservations"]
+    for binding in ("ClusterRoleBinding", "RoleBinding"):
+        assert find(binding)["subjects"] == [{"kind": "ServiceAccount", "name": "allot", "namespace": "allot-system"}]
+
+
+# ---- image and drift ---------------------------------------------------------------------------
+
+
+def test_dockerfile_is_slim_non_root_and_runs_allot():
+    text = (DEPLOY / "Dockerfile").read_text()
+    froms = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
+    assert froms and all("slim" in f for f in froms)
+    users = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert users[-1].split(":")[0] == str(POD["securityContext"]["runAsUser"])
+    assert 'ENTRYPOINT ["allot"]' in text and "pip install" in text
+
+
+def test_private_keys_are_ignored_by_git():
+    assert "*.key" in (DEPLOY / ".gitignore").read_text().split()
+
+
+def test_generated_manifests_are_what_allot_compile_makes_of_policies(tmp_path, capsys):
+    out = tmp_path / "generated"
+    assert main(["compile", "--policy", str(ROOT / "policies"), "-o", str(out)]) == 0
+    committed = DEPLOY / "generated"
+    fresh = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(fresh) == sorted(p.name for p in committed.iterdir()), "re-run: allot compile --policy policies -o deploy/generated"
+    for name, data in fresh.items():
+        assert (committed / name).read_bytes() == data, f"deploy/generated/{name} drifted; re-run allot compile"
