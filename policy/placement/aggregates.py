@@ -1,6 +1,6 @@
 """Per-domain incremental aggregates and per-level capacity buckets, so a query touches domains, not nodes.
 
-Each domain keeps, per GPU model (and `*` for any model): a histogram of its
+Each domain keeps, per GPU model: a histogram of its
 eligible nodes by free whole devices, the pods of k whole GPUs it holds for each
 k in `SHAPES` (exact: sum of `free // k` over its nodes), and a count of its
 shared devices by state. Each level keeps, per model and shape, buckets of domains
@@ -10,23 +10,24 @@ A node event changes one node's contribution and updates its ancestors: O(depth)
 
 from __future__ import annotations
 
-from policy.placement.devices import FULL, Demand, NodeState, device_fit, whole_fit
+from policy.placement.devices import FULL, Demand, NodeState, device_fit
 
 SHAPES = (1, 2, 4, 8)  # whole-GPU pod sizes with exact per-level buckets; others take the slow path
 SHAPE_INDEX = {k: i for i, k in enumerate(SHAPES)}
-ANY = "*"
 
 
 class Agg:
     """One domain's aggregate for one model key."""
 
-    __slots__ = ("hist", "caps", "partial", "nodes")
+    __slots__ = ("hist", "caps", "partial", "nodes", "domain", "lists")
 
-    def __init__(self) -> None:
+    def __init__(self, domain: "Domain", lists: list[list[dict]] | None) -> None:
         self.hist: list[int] = [0]  # hist[h] = eligible nodes with h free whole devices
         self.caps = [0] * len(SHAPES)  # caps[i] = pods of SHAPES[i] whole GPUs that fit
         self.partial: dict[tuple[int, int, int], int] = {}  # shared device state -> devices
         self.nodes = 0
+        self.domain = domain
+        self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
 
     def free_whole(self) -> int:
         """Untouched devices in the domain."""
@@ -36,7 +37,7 @@ class Agg:
 class Domain:
     """One value of one topology level (or the topology's root, level -1)."""
 
-    __slots__ = ("tree", "level", "value", "path", "parent", "children", "nodes", "aggs")
+    __slots__ = ("tree", "level", "value", "path", "parent", "children", "nodes", "aggs", "buckets")
 
     def __init__(self, tree: "Tree", level: int, path: tuple[str, ...], parent: "Domain | None"):
         self.tree = tree
@@ -47,6 +48,20 @@ class Domain:
         self.children: dict[str, Domain] = {}
         self.nodes: dict[NodeState, None] = {}  # only at the deepest level; a dict for O(1) removal
         self.aggs: dict[str, Agg] = {}
+        # model -> per-shape capacity buckets of this domain's level (None for roots: nothing to rank)
+        self.buckets: dict[str, list[list[dict]]] | None = tree.buckets[level] if level >= 0 else None
+
+    def agg_for(self, model: str) -> Agg:
+        """This domain's aggregate for `model`, created on first use."""
+        agg = self.aggs.get(model)
+        if agg is None:
+            lists = None
+            if self.buckets is not None:
+                lists = self.buckets.get(model)
+                if lists is None:
+                    lists = self.buckets[model] = [[{}] for _ in SHAPES]
+            agg = self.aggs[model] = Agg(self, lists)
+        return agg
 
     def capacity(self, demand: Demand, per_gpu: int | None, models: tuple[str, ...], memory: dict[str, int]) -> int:
         """Exact pods of a single `demand` this domain holds now, over the given model keys."""
@@ -57,7 +72,7 @@ class Domain:
                 continue
             if demand.whole:
                 i = SHAPE_INDEX.get(demand.whole)
-                if demand.memory and key != ANY and whole_fit(1, memory.get(key, 0), demand) == 0:
+                if demand.memory and memory.get(key, 0) * demand.whole < demand.memory:
                     continue
                 total += agg.caps[i] if i is not None else sum((h // demand.whole) * c for h, c in enumerate(agg.hist))
             else:
@@ -85,9 +100,9 @@ class Tree:
         self.name = name
         self.level_names = tuple(level for level, _label in levels)
         self.labels = tuple(label for _level, label in levels)
-        self.root = Domain(self, -1, (), None)
         # buckets[level][model][shape] = list by capacity of insertion-ordered dicts of domains
         self.buckets: list[dict[str, list[list[dict]]]] = [{} for _ in self.level_names]
+        self.root = Domain(self, -1, (), None)
         self.domains_at: list[int] = [0 for _ in self.level_names]
 
     def domains_for(self, path: tuple[str, ...]) -> list[Domain]:
@@ -135,52 +150,53 @@ class Tree:
         return None
 
 
-def _move(tree: Tree, domain: Domain, model: str, i: int, old: int, new: int) -> None:
-    per_model = tree.buckets[domain.level]
-    lists = per_model.get(model)
-    if lists is None:
-        lists = per_model[model] = [[{}] for _ in SHAPES]
-    buckets = lists[i]
+def _move(agg: Agg, i: int, old: int, new: int) -> None:
+    buckets = agg.lists[i]  # type: ignore[index]
     if old:
-        del buckets[old][domain]
+        del buckets[old][agg.domain]
     if new:
-        while len(buckets) <= new:
-            buckets.append({})
-        buckets[new][domain] = None
+        if len(buckets) <= new:
+            buckets.extend({} for _ in range(new + 1 - len(buckets)))
+        buckets[new][agg.domain] = None
 
 
-def apply_contribution(node: NodeState, model: str, old, new) -> None:
+def apply_contribution(node: NodeState, old, new) -> None:
     """Replace a node's contribution `old` by `new` ((free whole, partial states) or None) in all its domains."""
     if old == new:
         return
     h_old, p_old = old if old is not None else (None, ())
     h_new, p_new = new if new is not None else (None, ())
-    for domain in node.domains:
-        tree = domain.tree
-        for key in (model, ANY):
-            agg = domain.aggs.get(key)
-            if agg is None:
-                agg = domain.aggs[key] = Agg()
-            hist = agg.hist
-            if h_old is not None:
-                hist[h_old] -= 1
-                agg.nodes -= 1
-            if h_new is not None:
-                while len(hist) <= h_new:
-                    hist.append(0)
-                hist[h_new] += 1
-                agg.nodes += 1
-            if h_old != h_new:
-                caps = agg.caps
-                for i, k in enumerate(SHAPES):
-                    before = caps[i]
-                    after = before - (h_old // k if h_old else 0) + (h_new // k if h_new else 0)
-                    if after != before:
-                        caps[i] = after
-                        if domain.level >= 0:
-                            _move(tree, domain, key, i, before, after)
-            if key == ANY or p_old == p_new:
-                continue
+    deltas = ()
+    if h_old != h_new:  # computed once per event, applied to every ancestor
+        deltas = tuple(
+            (i, d) for i, k in enumerate(SHAPES) if (d := (h_new // k if h_new else 0) - (h_old // k if h_old else 0))
+        )
+    partial_changed = p_old != p_new
+    for agg in node.aggs:
+        hist = agg.hist
+        if h_old is not None:
+            hist[h_old] -= 1
+            agg.nodes -= 1
+        if h_new is not None:
+            if len(hist) <= h_new:
+                hist.extend([0] * (h_new + 1 - len(hist)))
+            hist[h_new] += 1
+            agg.nodes += 1
+        if deltas:
+            caps = agg.caps
+            lists = agg.lists
+            for i, d in deltas:
+                before = caps[i]
+                caps[i] = after = before + d
+                if lists is not None:
+                    buckets = lists[i]
+                    if before:
+                        del buckets[before][agg.domain]
+                    if after:
+                        if len(buckets) <= after:
+                            buckets.extend({} for _ in range(after + 1 - len(buckets)))
+                        buckets[after][agg.domain] = None
+        if partial_changed:
             partial = agg.partial
             for state in p_old:
                 left = partial[state] - 1
@@ -190,3 +206,32 @@ def apply_contribution(node: NodeState, model: str, old, new) -> None:
                     del partial[state]
             for state in p_new:
                 partial[state] = partial.get(state, 0) + 1
+
+
+def add_bulk(node: NodeState, contribution) -> None:
+    """Add a node's contribution to its domains' histograms only (bulk load; caps and buckets come after)."""
+    h, partials = contribution
+    for agg in node.aggs:
+        hist = agg.hist
+        if len(hist) <= h:
+            hist.extend([0] * (h + 1 - len(hist)))
+        hist[h] += 1
+        agg.nodes += 1
+        if partials:
+            partial = agg.partial
+            for state in partials:
+                partial[state] = partial.get(state, 0) + 1
+
+
+def finish_bulk(tree: Tree) -> None:
+    """Compute caps from histograms and fill the level buckets, once, after a bulk load."""
+    stack = [tree.root]
+    while stack:
+        domain = stack.pop()
+        stack.extend(domain.children.values())
+        for agg in domain.aggs.values():
+            agg.caps = [sum((h // k) * c for h, c in enumerate(agg.hist)) for k in SHAPES]
+            if agg.lists is not None:
+                for i, cap in enumerate(agg.caps):
+                    if cap:
+                        _move(agg, i, 0, cap)

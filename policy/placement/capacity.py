@@ -71,6 +71,8 @@ def _gpu_count(status: Mapping) -> int:
         raw = (status.get("capacity") or {}).get(GPU_RESOURCE)
     if raw is None:
         return 0
+    if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
+        return int(raw)  # the usual form; exact parsing below handles the rest
     try:
         return max(0, to_int(str(raw)))
     except QuantityError:

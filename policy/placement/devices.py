@@ -49,7 +49,7 @@ def whole_fit(free_whole: int, memory: int, demand: Demand) -> int:
 class NodeState:
     """Usage of one node: allocations by key (pod uid or reservation slot), and the device states they make."""
 
-    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains")
+    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs")
 
     def __init__(self, name: str, spec: NodeSpec | None = None):
         self.name = name
@@ -58,6 +58,7 @@ class NodeState:
         self.shared: dict[int, list[int]] | None = None  # device -> [milli taken, sharers, memory taken]
         self.allocs: dict = {}  # key -> int (whole devices) | (device, milli, memory)
         self.domains: tuple = ()  # every topology domain containing the node, roots included
+        self.aggs: tuple = ()  # those domains' aggregates for this node's model, updated per event
 
     @property
     def gpus(self) -> int:

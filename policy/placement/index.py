@@ -5,9 +5,10 @@ Pure: no I/O and no clock; expiry takes `now` from the caller.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from policy.placement.aggregates import Tree, apply_contribution
+from policy.cluster import is_live
+from policy.placement.aggregates import Tree, add_bulk, apply_contribution, finish_bulk
 from policy.placement.capacity import DEFAULT_TOLERATED, Levels, NodeSpec, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.query import demand_of, search
@@ -49,9 +50,11 @@ class PlacementIndex:
         self.flat = Tree(FLAT, ())
         self.nodes: dict[str, NodeState] = {}
         self.model_memory: dict[str, int] = {}  # model key -> bytes per device (smallest seen)
+        self.model_keys: tuple[str, ...] = ()  # sorted keys of model_memory
         self.excluded: dict[str, int] = {}  # why_not kind -> GPU nodes
         self.reservations = Ledger()
         self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
+        self._pending: dict[str, Demand | None] = {}  # live unbound pod -> its demand, read once
         self._demand = demand
 
     # ---- building ----------------------------------------------------------------------
@@ -63,11 +66,41 @@ class PlacementIndex:
 
             kw["demand"] = lambda pod: pod_demand(pod, snapshot)
         index = cls(topologies, gpu_models, **kw)
-        for node in snapshot.nodes():
-            index.apply_node("ADDED", node)
-        for pod in snapshot.pods():
-            index.apply_pod("ADDED", pod)
+        index.load(snapshot.nodes(), snapshot.pods())
         return index
+
+    def load(self, nodes: Iterable[Mapping], pods: Iterable[Mapping]) -> None:
+        """Bulk-load an empty index: node specs and pod usage first, then aggregates and buckets in one pass."""
+        if self.nodes:
+            raise ValueError("load() fills an empty index; use apply_node/apply_pod for changes")
+        for node in nodes:
+            spec = read_node(node, self.topologies, self.gpu_models, self.tolerated)
+            if spec.gpus <= 0 or spec.name in self.nodes:
+                continue
+            state = self.nodes[spec.name] = NodeState(spec.name, spec)
+            self._attach(state)
+            self._note_model(spec)
+            if not spec.eligible:
+                self._count_excluded(spec.why_not or "excluded", +1)
+        for pod in pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if not node_name or not is_live(pod):
+                continue
+            demand = self._pod_demand(pod)
+            if demand is None:
+                continue
+            state = self.nodes.get(node_name)
+            if state is None:
+                state = self.nodes[node_name] = NodeState(node_name)
+            key = _pod_key(pod)
+            state.add(key, demand)
+            self._pods[key] = (node_name, demand)
+        for state in self.nodes.values():
+            contribution = state.contribution()
+            if contribution is not None:
+                add_bulk(state, contribution)
+        for tree in (self.flat, *self.trees.values()):
+            finish_bulk(tree)
 
     def attach(self, snapshot) -> None:
         """Follow the snapshot's changes: `snapshot.subscribe(self.on_event)`."""
@@ -108,7 +141,7 @@ class PlacementIndex:
         before = state.contribution()
         if old is not None and old.gpus > 0:
             if before is not None:
-                apply_contribution(state, old.model, before, None)
+                apply_contribution(state, before, None)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
             self._detach(state)
@@ -116,13 +149,17 @@ class PlacementIndex:
         if spec is None or spec.gpus <= 0:
             return
         self._attach(state)
+        self._note_model(spec)
         if spec.eligible:
-            known = self.model_memory.get(spec.model)
-            if known is None or (spec.memory and (not known or spec.memory < known)):
-                self.model_memory[spec.model] = spec.memory
-            apply_contribution(state, spec.model, None, state.contribution())
+            apply_contribution(state, None, state.contribution())
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
+
+    def _note_model(self, spec: NodeSpec) -> None:
+        known = self.model_memory.get(spec.model)
+        if known is None or (spec.memory and (not known or spec.memory < known)):
+            self.model_memory[spec.model] = spec.memory
+            self.model_keys = tuple(sorted(self.model_memory))
 
     def _count_excluded(self, why: str, delta: int) -> None:
         key = why.split(" ", 1)[0]
@@ -139,41 +176,52 @@ class PlacementIndex:
             chain[-1].nodes[state] = None
             domains.extend(chain)
         state.domains = tuple(domains)
+        state.aggs = tuple(d.agg_for(state.spec.model) for d in domains)
 
     def _detach(self, state: NodeState) -> None:
         for domain in state.domains:
             domain.nodes.pop(state, None)
         state.domains = ()
+        state.aggs = ()
 
     def _mutate(self, state: NodeState, change: Callable[[], object]) -> object:
         """Run `change` on the node and push the difference into its domains (O(depth))."""
         before = state.contribution()
         out = change()
-        if before is not None or state.contribution() is not None:
-            apply_contribution(state, state.spec.model, before, state.contribution())  # type: ignore[union-attr]
+        after = state.contribution()
+        if before is not None or after is not None:
+            apply_contribution(state, before, after)
         return out
 
     def apply_pod(self, event: str, pod: Mapping) -> None:
         """Apply one Pod watch event: a pod counts while bound (`spec.nodeName`) and live."""
-        from policy.cluster import is_live
-
         key = _pod_key(pod)
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        demand = None
-        if event != "DELETED" and node_name and is_live(pod):
-            demand = self._pod_demand(pod)
         known = self._pods.get(key)
-        if known is not None and demand is not None and known == (node_name, demand):
+        if event == "DELETED" or not is_live(pod):
+            self._pending.pop(key, None)
+            if known is not None:
+                self._release_pod(key, known[0])
+            return
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            # Pending: read the demand now (GPU requests are immutable), so the bind event only moves counters.
+            if key not in self._pending:
+                self._pending[key] = self._pod_demand(pod)
+            if known is not None:
+                self._release_pod(key, known[0])
             return
         if known is not None:
+            if known[0] == node_name:
+                return  # status updates of a bound pod change nothing placement reads
             self._release_pod(key, known[0])
+        demand = self._pending.pop(key) if key in self._pending else self._pod_demand(pod)
         if demand is None:
             return
         state = self.nodes.get(node_name)
         if state is None:
             state = self.nodes[node_name] = NodeState(node_name)  # the pod arrived before its node
         rid = ((pod.get("metadata") or {}).get("annotations") or {}).get(RESERVATION_ANNOTATION)
-        if rid and known is None:
+        if rid:
             self._consume(rid, node_name, demand)
         self._mutate(state, lambda: state.add(key, demand))
         self._pods[key] = (node_name, demand)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from policy.placement.aggregates import ANY, SHAPE_INDEX, Domain, Tree
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
 from policy.placement.capacity import model_key
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
@@ -47,11 +47,8 @@ def needs_of(gang: GangRequest, gpu_models: Mapping[str, tuple[str, int]]) -> Ne
 
 
 def _keys(index: "PlacementIndex", demand: Demand) -> tuple[str, ...]:
-    if demand.model:
-        return (demand.model,)
-    if demand.whole and not (demand.memory and any(m * demand.whole < demand.memory for m in index.model_memory.values())):
-        return (ANY,)
-    return tuple(sorted(index.model_memory))
+    # No model asked: every model counts (one key in a one-model cluster, so the bucket fast path applies).
+    return (demand.model,) if demand.model else index.model_keys
 
 
 def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None) -> int:
