@@ -202,7 +202,10 @@ class _Sets:
         except ImportError:
             return None, "the policy compiler is not built yet (lang.compile_policies is missing)"
         sources = [(display(f), f.read_text(encoding="utf-8")) for f in files]
-        policy_set, diagnostics = compile_policies(sources)
+        try:
+            policy_set, diagnostics = compile_policies(sources)
+        except Exception as exc:  # a compiler bug must not become a traceback for the user
+            return None, f"the policy compiler failed: {type(exc).__name__}: {exc}"
         errors = [d for d in diagnostics if getattr(d, "severity", "error") == "error"]
         if policy_set is None or errors:
             shown = "; ".join(str(d).splitlines()[0] for d in (errors or diagnostics)[:3])
