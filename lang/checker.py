@@ -88,7 +88,7 @@ def check_cohorts(quotas: list[ir.Quota], diags: list[Diagnostic]) -> None:
     for cohort, qs in members.items():
         if len(qs) == 1:
             others = [n for n in names if n != cohort]
-            close = difflib.get_close_matches(cohort, others, n=1)
+            close = difflib.get_close_matches(cohort, others, n=1) if len(others) <= 200 else None  # bounded cost
             hint = f"did you mean `{close[0]}`?" if close else "add another quota to the cohort or remove the line"
             diags.append(warning("W0302", f"cohort `{cohort}` has only quota `{qs[0].name}`", qs[0].span, hint))
 

@@ -7,7 +7,9 @@ becomes 250 milli-GPU, `gpu_memory >= 10Gi` becomes bytes. A literal alone is an
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from lang import ast, ir, quantity
 from lang.diagnostics import Diagnostic, error
@@ -37,11 +39,21 @@ class _Num:
     type: Type = Type.NONE
 
 
+@functools.lru_cache(maxsize=4096)
+def _exact(text: str):
+    """The exact value of a literal (cached: policy sets repeat the same few numbers), or None."""
+    if text.isdigit():
+        return Fraction(int(text))
+    try:
+        return quantity.parse(text)
+    except quantity.QuantityError:
+        return None
+
+
 def coerce_number(text: str, typ: Type, span: Span, negative: bool = False) -> tuple[int | None, Diagnostic | None]:
     """The exact integer of a literal for a field of type `typ` (milli-GPU, bytes or plain int)."""
-    try:
-        value = quantity.parse(text)
-    except quantity.QuantityError:
+    value = _exact(text)
+    if value is None:
         return None, error("E0202", f"`{text}` is not a number or quantity", span)
     if negative:
         value = -value

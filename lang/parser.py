@@ -26,16 +26,19 @@ _MAX_ERRORS = 25
 _lock = threading.Lock()  # the comment callback collects into one list per parse
 _comments: list[Token] = []
 _parser: lark.Lark | None = None
+_builder: "_Builder | None" = None
 
 
 def _lark() -> lark.Lark:
-    global _parser
+    """The parser, built once; it applies _Builder inline, so parse() returns AST declarations."""
+    global _parser, _builder
     if _parser is None:
+        _builder = _Builder()
         _parser = lark.Lark(
             _GRAMMAR.read_text(encoding="utf-8"),
             parser="lalr",
             lexer="contextual",
-            propagate_positions=True,
+            transformer=_builder,
             lexer_callbacks={"COMMENT": _comments.append},
         )
     return _parser
@@ -50,144 +53,189 @@ def terminal_patterns() -> dict[str, str]:
     return out
 
 
-class _Builder:
-    """Lark tree -> frozen AST nodes with spans."""
+def _start(x) -> tuple[int, int]:
+    if isinstance(x, Token):
+        return x.line, x.column
+    if isinstance(x, tuple):
+        return _start(x[0])
+    return x.span.line, x.span.col
 
-    def __init__(self, path: str):
-        self.path = path
 
-    def span(self, node) -> Span:
-        if isinstance(node, Token):
-            return Span(self.path, node.line, node.column, node.end_line, node.end_column)
-        m = node.meta
-        if getattr(m, "empty", True):
-            return Span(self.path, 0, 0, 0, 0)
-        return Span(self.path, m.line, m.column, m.end_line, m.end_column)
+def _end(x) -> tuple[int, int]:
+    if isinstance(x, Token):
+        return x.end_line, x.end_column
+    if isinstance(x, tuple):
+        return _end(x[-1])
+    return x.span.end_line, x.span.end_col
 
-    def join(self, a: Span, b: Span) -> Span:
-        return Span(self.path, a.line, a.col, b.end_line, b.end_col)
 
-    def ident(self, tok: Token) -> ast.Ident:
-        return ast.Ident(str(tok), self.span(tok))
+class _Builder(lark.Transformer):
+    """Applied inline by the LALR parser: lark trees are never built; rules become AST nodes."""
 
-    def string(self, tok: Token) -> ast.Str:
-        return ast.Str(unescape(str(tok)), str(tok), self.span(tok))
+    path = "<input>"
+
+    def __default__(self, data, children, meta):  # inlined helper rules (`_sep`, …) stay lark trees
+        return Tree(data, children, meta)
+
+    def sp(self, kids) -> Span:
+        return Span(self.path, *_start(kids[0]), *_end(kids[-1]))
+
+    def tok(self, t: Token) -> Span:
+        return Span(self.path, t.line, t.column, t.end_line, t.end_column)
+
+    def ident(self, t: Token) -> ast.Ident:
+        return ast.Ident(str(t), self.tok(t))
+
+    def str_(self, t: Token) -> ast.Str:
+        return ast.Str(unescape(str(t)), str(t), self.tok(t))
+
+    def start(self, kids):
+        return kids
 
     # ---- declarations ------------------------------------------------------
 
-    def decl(self, tree: Tree) -> ast.Decl:
-        kind = tree.data.removesuffix("_block")
-        if tree.data == "priority_decl":
-            return self.priority(tree)
-        toks = [c for c in tree.children if isinstance(c, Token) and c.type == "NAME"]
-        name = self.ident(toks[0]) if toks and tree.children[0] is toks[0] else None
-        stmts = tuple(self.stmt(c) for c in tree.children if isinstance(c, Tree))
-        return ast.Block(kind, name, stmts, self.span(tree))
+    def _block(self, kids):
+        kind = str(kids[0])
+        name = self.ident(kids[1]) if isinstance(kids[1], Token) and kids[1].type == "NAME" else None
+        stmts = tuple(k for k in kids[1:-1] if not isinstance(k, Token))
+        return ast.Block(kind, name, stmts, self.sp(kids))
 
-    def priority(self, tree: Tree) -> ast.PriorityDecl:
-        kids = tree.children
+    gpu_block = topology_block = quota_block = fraction_block = gang_block = agents_block = rule_block = _block
+
+    def priority_decl(self, kids):
         types = [k.type for k in kids]
+        number = kids[types.index("NUMBER")]
         return ast.PriorityDecl(
-            name=self.ident(kids[0]),
-            value=ast.Num(str(kids[types.index("NUMBER")]), self.span(kids[types.index("NUMBER")])),
+            name=self.ident(kids[1]),
+            value=ast.Num(str(number), self.tok(number)),
             negative="MINUS" in types,
             preempts="PREEMPTS" in types,
             default="DEFAULT" in types,
-            span=self.span(tree),
+            span=self.sp(kids),
         )
 
     # ---- statements --------------------------------------------------------
 
-    def stmt(self, tree: Tree) -> ast.Stmt:
-        kind, kids, sp = tree.data, tree.children, self.span(tree)
-        if kind == "level_stmt":
-            return ast.Level(self.ident(kids[0]), self.string(kids[1]), sp)
-        if kind in ("for_stmt", "when_stmt", "identity_stmt"):
-            return ast.Cond(kind.removesuffix("_stmt"), self.expr(kids[0]), sp)
-        if kind == "require_topology_stmt":
-            when = self.expr(kids[2]) if len(kids) > 2 else None
-            return ast.RequireTopology(self.ident(kids[0]), self.ident(kids[1]), when, sp)
-        if kind == "allow_stmt":
-            verbs = tuple(self.name_of(v) for v in kids[0].children)
-            resources = tuple(self.name_of(r) for r in kids[1].children)
-            when = self.expr(kids[2]) if len(kids) > 2 else None
-            return ast.Allow(verbs, resources, when, sp)
-        if kind == "deny_stmt":
-            when = next((self.expr(k) for k in kids if not (isinstance(k, Token) and k.type == "STRING")), None)
-            msg = next((self.string(k) for k in kids if isinstance(k, Token) and k.type == "STRING"), None)
-            return ast.DenyStmt(when, msg, sp)
-        if kind == "set_stmt":
-            return ast.SetStmt(self.ident(kids[0]), self.string(kids[1]), self.expr(kids[2]), sp)
-        if kind == "require_members_stmt":
-            return ast.Setting("require min_members", None, sp)
-        key = _SETTING_KEYS[kind]
-        value = self.literal(kids[0]) if kids else None
-        of = self.ident(kids[1]) if len(kids) > 1 else None
-        return ast.Setting(key, value, sp, of)
+    def level_stmt(self, kids):
+        return ast.Level(self.ident(kids[0]), self.str_(kids[1]), self.sp(kids))
 
-    def name_of(self, tree: Tree) -> ast.Ident:
-        toks = tree.children
-        text = "/".join(str(t) for t in toks)
-        return ast.Ident(text, self.join(self.span(toks[0]), self.span(toks[-1])))
+    def _cond(self, kids):
+        return ast.Cond(str(kids[0]), kids[1], self.sp(kids))
 
-    def literal(self, tok: Token):
-        if tok.type == "STRING":
-            return self.string(tok)
-        if tok.type == "NUMBER":
-            return ast.Num(str(tok), self.span(tok))
-        return self.ident(tok)
+    for_stmt = when_stmt = identity_stmt = _cond
+
+    def require_members_stmt(self, kids):
+        return ast.Setting("require min_members", None, self.sp(kids))
+
+    def require_topology_stmt(self, kids):
+        when = kids[3] if len(kids) > 3 else None
+        return ast.RequireTopology(self.ident(kids[1]), self.ident(kids[2]), when, self.sp(kids))
+
+    def verbs(self, kids):
+        return tuple(kids)
+
+    resources = verbs
+
+    def verb(self, kids):
+        return self.ident(kids[0])
+
+    def resource(self, kids):
+        text = "/".join(str(k) for k in kids)
+        return ast.Ident(text, self.sp(kids))
+
+    def allow_stmt(self, kids):
+        when = kids[3] if len(kids) > 3 else None
+        return ast.Allow(kids[1], kids[2], when, self.sp(kids))
+
+    def deny_stmt(self, kids):
+        msg = self.str_(kids[-1]) if isinstance(kids[-1], Token) and kids[-1].type == "STRING" else None
+        when = kids[1] if len(kids) > 1 and not isinstance(kids[1], Token) else None
+        return ast.DenyStmt(when, msg, self.sp(kids))
+
+    def set_stmt(self, kids):
+        return ast.SetStmt(self.ident(kids[1]), self.str_(kids[2]), kids[3], self.sp(kids))
+
+    def _setting(self, kids):
+        key = _SETTING_KEYS[kids[0].type]
+        value = kids[1]
+        lit = self.str_(value) if value.type == "STRING" else ast.Num(str(value), self.tok(value)) if value.type == "NUMBER" else self.ident(value)
+        of = self.ident(kids[2]) if len(kids) > 2 else None
+        return ast.Setting(key, lit, self.sp(kids), of)
+
+    product_stmt = memory_stmt = cohort_stmt = gpus_stmt = gpu_memory_stmt = borrow_stmt = lend_stmt = _setting
+    min_stmt = max_stmt = per_gpu_stmt = unplaceable_stmt = mode_stmt = _setting
+
+    def memory_floor_stmt(self, kids):
+        s = self._setting(kids)
+        return ast.Setting("memory at least", s.value, s.span)
 
     # ---- expressions -------------------------------------------------------
 
-    def expr(self, node) -> ast.Expr:
-        if isinstance(node, Token):  # inlined single-token atoms never reach here; defensive
-            return ast.Path((str(node),), self.span(node))
-        kind, kids, sp = node.data, node.children, self.span(node)
-        if kind == "path":
-            return ast.Path(tuple(str(k) for k in kids), sp)
-        if kind == "string":
-            return self.string(kids[0])
-        if kind == "number":
-            return ast.Num(str(kids[0]), sp)
-        if kind in ("true", "false", "none"):
-            return ast.Const({"true": True, "false": False, "none": None}[kind], sp)
-        if kind == "index":
-            return ast.IndexExpr(self.expr(kids[0]), self.string(kids[1]), sp)
-        if kind == "has":
-            return ast.HasExpr(self.expr(kids[1]), sp)
-        if kind == "not_op":
-            return ast.NotExpr(self.expr(kids[1]), sp)
-        if kind == "neg":
-            return ast.NegExpr(self.expr(kids[1]), sp)
-        if kind in ("or_expr", "and_expr"):
-            return ast.BoolOp(kind[:-5].rstrip("_"), tuple(self.expr(k) for k in kids), sp)
-        if kind == "compare":
-            return ast.CompareExpr(str(kids[1]), self.expr(kids[0]), self.expr(kids[2]), sp)
-        if kind == "arith":
-            return ast.ArithExpr(str(kids[1]), self.expr(kids[0]), self.expr(kids[2]), sp)
-        if kind == "matches":
-            return ast.MatchesExpr(self.expr(kids[0]), self.string(kids[1]), sp)
-        if kind == "contains":
-            return ast.InExpr(self.expr(kids[0]), self.expr(kids[1]), sp)
-        if kind == "paren":
-            return ast.Paren(self.expr(kids[0]), sp)
-        raise AssertionError(f"unhandled tree {kind}")  # grammar and builder out of step: a bug
+    def path(self, kids):
+        return ast.Path(tuple(str(k) for k in kids), self.sp(kids))
+
+    def string(self, kids):
+        return self.str_(kids[0])
+
+    def number(self, kids):
+        return ast.Num(str(kids[0]), self.tok(kids[0]))
+
+    def true(self, kids):
+        return ast.Const(True, self.sp(kids))
+
+    def false(self, kids):
+        return ast.Const(False, self.sp(kids))
+
+    def none(self, kids):
+        return ast.Const(None, self.sp(kids))
+
+    def index(self, kids):
+        return ast.IndexExpr(kids[0], self.str_(kids[1]), self.sp(kids))
+
+    def has(self, kids):
+        return ast.HasExpr(kids[1], self.sp(kids))
+
+    def paren(self, kids):
+        return ast.Paren(kids[1], self.sp(kids))
+
+    def not_op(self, kids):
+        return ast.NotExpr(kids[1], self.sp(kids))
+
+    def neg(self, kids):
+        return ast.NegExpr(kids[1], self.sp(kids))
+
+    def or_expr(self, kids):
+        return ast.BoolOp("or", tuple(kids), self.sp(kids))
+
+    def and_expr(self, kids):
+        return ast.BoolOp("and", tuple(kids), self.sp(kids))
+
+    def compare(self, kids):
+        return ast.CompareExpr(str(kids[1]), kids[0], kids[2], self.sp(kids))
+
+    def arith(self, kids):
+        return ast.ArithExpr(str(kids[1]), kids[0], kids[2], self.sp(kids))
+
+    def matches(self, kids):
+        return ast.MatchesExpr(kids[0], self.str_(kids[1]), self.sp(kids))
+
+    def contains(self, kids):
+        return ast.InExpr(kids[0], kids[1], self.sp(kids))
 
 
-_SETTING_KEYS = {
-    "product_stmt": "product",
-    "memory_stmt": "memory",
-    "cohort_stmt": "cohort",
-    "gpus_stmt": "gpus",
-    "gpu_memory_stmt": "gpu_memory",
-    "borrow_stmt": "borrow",
-    "lend_stmt": "lend",
-    "min_stmt": "min",
-    "max_stmt": "max",
-    "memory_floor_stmt": "memory at least",
-    "per_gpu_stmt": "per_gpu at most",
-    "unplaceable_stmt": "on unplaceable",
-    "mode_stmt": "mode",
+_SETTING_KEYS = {  # the statement's leading keyword token -> Setting.key
+    "PRODUCT": "product",
+    "MEMORY": "memory",
+    "COHORT": "cohort",
+    "GPUS": "gpus",
+    "GPU_MEMORY": "gpu_memory",
+    "BORROW": "borrow",
+    "LEND": "lend",
+    "MIN": "min",
+    "MAX": "max",
+    "PER_GPU": "per_gpu at most",
+    "ON": "on unplaceable",
+    "MODE": "mode",
 }
 
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
@@ -210,9 +258,10 @@ def unescape(raw: str) -> str:
     return "".join(out)
 
 
-def _parse_tree(text: str) -> tuple[Tree, list[Token]]:
+def _parse_decls(text: str, path: str) -> tuple[list, list[Token]]:
     p = _lark()
     with _lock:
+        _builder.path = path
         _comments.clear()
         try:
             tree = p.parse(text)
@@ -235,6 +284,8 @@ def _chunks(text: str) -> list[tuple[int, int, int]]:
 
 
 def _bad_bytes(text: str, path: str) -> list[Diagnostic]:
+    if "\ufffd" not in text:
+        return []
     diags = []
     for lineno, line in enumerate(text.split("\n"), 1):
         col = line.find("\ufffd")
@@ -250,11 +301,9 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     diags = _bad_bytes(text, path)
     if diags:  # reported once as E0004; parse on so the rest of the file is still checked
         text = text.replace("\ufffd", " ")
-    b = _Builder(path)
     try:
-        tree, comments = _parse_tree(text)
-        decls = tuple(b.decl(c) for c in tree.children)
-        return _file(path, text, decls, comments, b), diags
+        decls, comments = _parse_decls(text, path)
+        return _file(path, text, tuple(decls), comments), diags
     except UnexpectedInput:
         pass
     decls: list[ast.Decl] = []
@@ -264,7 +313,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     for n, (start, end, line) in enumerate(chunks):
         padded = "\n" * (line - 1) + text[start:end]
         try:
-            tree, found = _parse_tree(padded)
+            found_decls, found = _parse_decls(padded, path)
         except UnexpectedInput as exc:
             errors += 1
             if errors > _MAX_ERRORS:
@@ -273,14 +322,14 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
             diags.append(describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1))
             continue
         comments.extend(found)
-        decls.extend(b.decl(c) for c in tree.children)
+        decls.extend(found_decls)
     if not decls:
         return None, diags
-    return _file(path, text, tuple(decls), comments, b), diags
+    return _file(path, text, tuple(decls), comments), diags
 
 
-def _file(path: str, text: str, decls, comments: list[Token], b: _Builder) -> ast.File:
-    kept = tuple(ast.Comment(str(c), b.span(c)) for c in comments)
+def _file(path: str, text: str, decls, comments: list[Token]) -> ast.File:
+    kept = tuple(ast.Comment(str(c), Span(path, c.line, c.column, c.end_line, c.end_column)) for c in comments)
     return ast.File(path, decls, kept, text)
 
 
