@@ -12,6 +12,7 @@ import base64
 import os
 import pathlib
 import sys
+from dataclasses import dataclass
 
 import yaml
 
@@ -102,11 +103,55 @@ def describe(config: dict) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What `write_outputs` wrote: file names, the bundle digest, the signing key id, one line per webhook."""
+
+    files: tuple[str, ...]
+    digest: str
+    key_id: str | None
+    description: tuple[str, ...]
+
+
+def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path, *, service: str = "allot",
+                  namespace: str = "allot-system", port: int = 443, ca_bundle: str | None = None,
+                  sign_key: str | None = None) -> Written:
+    """Write the webhook configurations, PriorityClasses, bundle and kustomization for a checked set into `out`."""
+    from policy import manifests
+    from webhook import bundle
+
+    data = bundle.encode_bundle(sources)
+    digest = bundle.compute_digest(sorted(sources))
+    target = manifests.Target(service=service, namespace=namespace, port=port, ca_bundle=ca_bundle, digest=digest)
+    out.mkdir(parents=True, exist_ok=True)
+    validating = manifests.validating_configuration(policy_set, target)
+    mutating = manifests.mutating_configuration(policy_set, target)
+    classes = manifests.priority_classes(policy_set)
+    files = {VALIDATING_FILE: HEADER + dump_yaml([validating]), MUTATING_FILE: HEADER + dump_yaml([mutating])}
+    if classes:
+        files[PRIORITY_FILE] = HEADER + dump_yaml(classes)
+    elif (out / PRIORITY_FILE).exists():
+        (out / PRIORITY_FILE).unlink()  # a stale file would re-create classes the set no longer declares
+    for name, text in files.items():
+        write_text(out / name, text)
+    write_text(out / KUSTOMIZATION_FILE, _kustomization(list(files), namespace))
+    bundle_path = out / bundle.BUNDLE_FILE
+    tmp = bundle_path.with_name(f".{bundle_path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, bundle_path)
+    key_id = None
+    if sign_key:
+        try:
+            key_id = bundle.sign(bundle_path, sign_key)
+        except bundle.BundleError as exc:
+            raise UsageError(f"--sign {sign_key}: {exc}") from None
+    return Written((*files, bundle.BUNDLE_FILE, KUSTOMIZATION_FILE), digest, key_id,
+                   tuple(describe(validating) + describe(mutating)))
+
+
 def run(args) -> int:
     """Compile, refuse on errors (exit 1), write the outputs, optionally sign the bundle."""
     from lang.diagnostics import render_all
-    from policy import manifests
-    from webhook import bundle
     from webhook.sources import read_policy_sources
 
     sources = read_policy_sources([args.policy])
@@ -126,37 +171,17 @@ def run(args) -> int:
         print(f"allot compile: {len(errors)} error(s) in the policy set; nothing written", file=sys.stderr)
         return 1
 
-    relative = bundle_sources(args.policy, sources)
-    data = bundle.encode_bundle(relative)
-    digest = bundle.compute_digest(sorted(relative))
-    target = manifests.Target(service=args.service, namespace=args.namespace, port=args.port, ca_bundle=ca, digest=digest)
-    out = pathlib.Path(args.output)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        written = write_outputs(policy_set, bundle_sources(args.policy, sources), pathlib.Path(args.output),
+                                service=args.service, namespace=args.namespace, port=args.port, ca_bundle=ca,
+                                sign_key=args.sign)
     except OSError as exc:
-        raise UsageError(f"-o {out}: cannot create ({exc.strerror or exc})") from None
-    validating = manifests.validating_configuration(policy_set, target)
-    mutating = manifests.mutating_configuration(policy_set, target)
-    classes = manifests.priority_classes(policy_set)
-    files = {VALIDATING_FILE: HEADER + dump_yaml([validating]), MUTATING_FILE: HEADER + dump_yaml([mutating])}
-    if classes:
-        files[PRIORITY_FILE] = HEADER + dump_yaml(classes)
-    elif (out / PRIORITY_FILE).exists():
-        (out / PRIORITY_FILE).unlink()  # a stale file would re-create classes the set no longer declares
-    for name, text in files.items():
-        write_text(out / name, text)
-    write_text(out / KUSTOMIZATION_FILE, _kustomization(list(files), args.namespace))
-    bundle_path = out / bundle.BUNDLE_FILE
-    bundle_path.write_bytes(data)
-    signed = ""
-    if args.sign:
-        try:
-            signed = f", signed by key {bundle.sign(bundle_path, args.sign)}"
-        except bundle.BundleError as exc:
-            raise UsageError(f"--sign {args.sign}: {exc}") from None
-    print(f"wrote {out}: {', '.join([*files, bundle.BUNDLE_FILE, KUSTOMIZATION_FILE])} ({digest}{signed})")
-    for line in describe(validating) + describe(mutating):
+        raise UsageError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
+    print(f"wrote {args.output}: {', '.join(written.files)} ({written.digest}"
+          f"{f', signed by key {written.key_id}' if written.key_id else ''})")
+    for line in written.description:
         print(line)
     if not args.sign:
-        print(f"note: the bundle is unsigned; `allot serve --trust` refuses it until `allot bundle sign --key KEY {bundle_path}`")
+        print(f"note: the bundle is unsigned; `allot serve --trust` refuses it until "
+              f"`allot bundle sign --key KEY {pathlib.Path(args.output) / 'allot-bundle.json'}`")
     return 0
