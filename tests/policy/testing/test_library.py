@@ -26,3 +26,15 @@ def test_every_library_directory_has_policies_and_tests():
     assert len(dirs) >= 8
     for d in dirs:
         assert list(d.glob("*.policy")) and list(d.glob("*.test.yaml")), d.name
+
+
+def test_the_whole_library_compiles_as_one_set():
+    """The demo loads all of policies/ as ONE set: block names unique, declarations once."""
+    from lang import compile_policies
+
+    files = sorted((REPO / "policies").rglob("*.policy"))
+    policy_set, diagnostics = compile_policies([(str(f), f.read_text()) for f in files])
+    assert [str(d) for d in diagnostics] == []
+    ids = [b.id for b in (*policy_set.quotas, *policy_set.fractions, *policy_set.gangs, *policy_set.agents, *policy_set.rules)]
+    assert len(ids) == len(set(ids)) > 20
+    assert [g.name for g in policy_set.gpus] == ["h100", "l4"]
