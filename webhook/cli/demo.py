@@ -1,16 +1,214 @@
-"""`allot demo`: not built yet; says so and exits 2 instead of pretending."""
+"""`allot demo`: the real server on 127.0.0.1 over HTTPS, the demo cluster, a scripted set of AdmissionReviews.
+
+Exit 0 when every scripted expectation held, 1 when one did not, 2 when the
+server could not start.
+"""
 
 from __future__ import annotations
 
+import base64
+import pathlib
 import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Where the policies and the cluster come from; output format."""
+    parser.add_argument("--policy", metavar="DIR", help="policy set (default: the repository's policies/)")
+    parser.add_argument("--cluster", metavar="FILE", help="cluster snapshot (default: the embedded demo cluster)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per request instead of a table")
+    parser.add_argument("--log", metavar="FILE", help="also write the server's decision log here")
+
+
+def _default_policy() -> pathlib.Path:
+    for candidate in (pathlib.Path.cwd() / "policies", REPO / "policies"):
+        if candidate.is_dir():
+            return candidate
+    from webhook.cli import UsageError
+
+    raise UsageError("no policies/ directory here or in the repository; pass --policy DIR")
+
+
+def _default_cluster() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parents[1] / "data" / "demo-cluster.yaml"
+
+
+def summarize_patch(resp: dict) -> tuple[list[dict], str]:
+    """(JSONPatch ops, a one-line summary such as `priorityClassName=batch, affinity rack=r13`)."""
+    if "patch" not in resp:
+        return [], ""
+    import orjson
+
+    ops = orjson.loads(base64.b64decode(resp["patch"]))
+    parts = []
+    for op in ops:
+        path, value = op.get("path", ""), op.get("value")
+        leaf = path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
+        if "affinity" in path:
+            terms = _affinity_values(value)
+            parts.append("affinity " + (", ".join(terms) if terms else "set"))
+        elif isinstance(value, (str, int)) and len(str(value)) <= 24:
+            parts.append(f"{leaf}={value}")
+        else:
+            parts.append(f"{op.get('op')} {leaf}")
+    return ops, ", ".join(parts)
+
+
+def _affinity_values(value) -> list[str]:
+    found: list[str] = []
+
+    def walk(v):
+        if isinstance(v, dict):
+            if "key" in v and "values" in v:
+                found.append(f"{v['key'].rsplit('/', 1)[-1]}={','.join(map(str, v['values']))}")
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(value)
+    return found
+
+
+def check(step, status: int, resp: dict, codes: list[str]) -> list[str]:
+    """What did not hold for `step` (empty: all held); `codes` are the reason codes its decision-log line recorded."""
+    e = step.expect
+    problems = []
+    if status != 200:
+        return [f"HTTP {status}"]
+    if resp.get("allowed") is not e.allowed:
+        problems.append(f"expected {'allowed' if e.allowed else 'denied'}")
+    for code in e.codes:
+        if code not in codes:
+            problems.append(f"expected reason {code}, got {', '.join(codes) or 'none'}")
+    ops, _ = summarize_patch(resp)
+    paths = " ".join(op.get("path", "") for op in ops)
+    for p in e.patch:
+        if p not in paths:
+            problems.append(f"expected a patch of {p}")
+    if e.placement and e.placement not in str([op.get("value") for op in ops]):
+        problems.append(f"expected placement in {e.placement}")
+    if e.warning and not any(e.warning in w for w in resp.get("warnings", [])):
+        problems.append(f"expected a warning about {e.warning}")
+    return problems
+
+
+class _Tee:
+    """The server's decision log: kept per uid (the demo checks reason codes from it) and copied to --log."""
+
+    def __init__(self, copy) -> None:
+        self.copy = copy
+        self.codes: dict[str, list[str]] = {}
+
+    def write(self, data: bytes) -> int:
+        import orjson
+
+        for line in data.splitlines():
+            rec = orjson.loads(line)
+            if rec.get("uid") and "codes" in rec:
+                self.codes[rec["uid"]] = rec["codes"]
+        if self.copy is not None:
+            self.copy.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        if self.copy is not None:
+            self.copy.flush()
+
+
+def _reason(resp: dict) -> str:
+    if not resp.get("allowed"):
+        msg = (resp.get("status") or {}).get("message", "")
+        return msg.removeprefix("allot denied: ")
+    if resp.get("warnings"):
+        return "warning: " + resp["warnings"][0]
+    return ""
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def run(args) -> int:
-    """Report that the command does not exist yet."""
-    print("allot demo: not implemented yet", file=sys.stderr)
-    return 2
+    """Start the server, send the script, print the table, stop."""
+    import asyncio
+    import logging
+    import tempfile
+
+    import aiohttp
+    import orjson
+
+    from webhook import tls
+    from webhook.cli.serve import run_loop
+    from webhook.demo_script import steps
+    from webhook.serving import ServeOptions, StartError, start
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    policy = pathlib.Path(args.policy) if args.policy else _default_policy()
+    cluster = pathlib.Path(args.cluster) if args.cluster else _default_cluster()
+    log_stream = open(args.log, "ab") if args.log else None  # noqa: SIM115 - closed below
+    decisions = _Tee(log_stream)
+    outcome = {"code": 0}
+
+    async def main() -> None:
+        certs_dir = tempfile.mkdtemp(prefix="allot-demo-")
+        opts = ServeOptions(policy=str(policy), cluster=str(cluster), host="127.0.0.1", port=0, self_signed=True,
+                            certs_dir=certs_dir, decision_log=decisions, reload_interval=3600, tls_interval=3600)
+        try:
+            running = await start(opts)
+        except StartError as exc:
+            print(f"allot demo: error: the server did not start: {exc}", file=sys.stderr)
+            outcome["code"] = 2
+            return
+        try:
+            print(f"allot demo: webhook at {running.url} (HTTPS, CA {running.ca_path}); policies {policy}; "
+                  f"cluster {cluster.name} ({len(running.state.snapshot)} objects)\n")
+            connector = aiohttp.TCPConnector(ssl=tls.client_context(running.ca_path))
+            rows, failed = [], 0
+            async with aiohttp.ClientSession(connector=connector) as session:
+                for i, step in enumerate(steps(), 1):
+                    url = f"{running.url}/{step.endpoint}?timeout=10s"
+                    async with session.post(url, data=orjson.dumps(step.review),
+                                            headers={"Content-Type": "application/json"}) as r:
+                        status, body = r.status, await r.read()
+                    resp = orjson.loads(body).get("response", {}) if status == 200 else {}
+                    codes = decisions.codes.get(step.review["request"]["uid"], [])
+                    problems = check(step, status, resp, codes)
+                    failed += bool(problems)
+                    _, patch = summarize_patch(resp)
+                    rows.append((i, step, status, resp, patch, problems))
+            _print(rows, args.json)
+            total = len(rows)
+            print(f"\n{total - failed}/{total} scripted expectations held", file=sys.stdout if not args.json else sys.stderr)
+            outcome["code"] = 1 if failed else 0
+        finally:
+            await running.stop()
+
+    try:
+        run_loop(main)
+    finally:
+        if log_stream:
+            log_stream.close()
+    return outcome["code"]
+
+
+def _print(rows, as_json: bool) -> None:
+    import orjson
+
+    if as_json:
+        for i, step, status, resp, patch, problems in rows:
+            print(orjson.dumps({"n": i, "request": step.title, "endpoint": step.endpoint, "http": status,
+                                "allowed": resp.get("allowed"), "reason": _reason(resp), "patch": patch,
+                                "warnings": resp.get("warnings", []), "ok": not problems, "problems": problems}).decode())
+        return
+    header = f"{'#':>2}  {'request':<58} {'endpoint':<8} {'result':<7} {'block / reason':<64} patch"
+    print(header)
+    print("-" * len(header))
+    for i, step, status, resp, patch, problems in rows:
+        dry = " (dry)" if step.review["request"].get("dryRun") else ""
+        result = ("ALLOWED" if resp.get("allowed") else "DENIED") if status == 200 else f"HTTP {status}"
+        mark = "" if not problems else "   <-- " + "; ".join(problems)
+        print(f"{i:>2}  {_cut(step.title + dry, 58):<58} {step.endpoint:<8} {result:<7} {_cut(_reason(resp), 64):<64} "
+              f"{_cut(patch, 48)}{mark}")

@@ -1,0 +1,153 @@
+"""The scripted AdmissionReviews `allot demo` sends, each with what it must produce.
+
+Against `webhook/data/demo-cluster.yaml` and the `policies/` library: team-a holds
+28 of 32 GPUs (8 of 16 H100), team-b 4 of 16 and lends 8; rack r13 is the tightest
+H100 rack with room for 16 GPUs. Order matters: admitted non-dryRun requests
+reserve quota, as they would in a cluster.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+AGENT = "system:serviceaccount:agents-coder:runner"
+AGENT_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:agents-coder", "system:authenticated"]
+H100 = "NVIDIA-H100-80GB-HBM3"
+L4 = "NVIDIA-L4"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What must hold: allowed or not, reason codes present, patch paths present, placement, warning text."""
+
+    allowed: bool
+    codes: tuple[str, ...] = ()
+    patch: tuple[str, ...] = ()  # substrings of JSONPatch paths that must appear
+    placement: str | None = None  # substring of the node-affinity values in the patch
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request of the script."""
+
+    title: str
+    endpoint: str  # "mutate" | "validate"
+    review: dict
+    expect: Expect
+    notes: dict = field(default_factory=dict)
+
+
+def _pod(name, ns, *, gpus=None, limits=None, labels=None, annotations=None, priority="batch", product=None,
+         privileged=False, scheduler=None) -> dict:
+    res = dict(limits or {})
+    if gpus is not None:
+        res["nvidia.com/gpu"] = str(gpus)
+    container = {"name": "main", "image": "nvcr.io/nvidia/pytorch:24.10-py3", "resources": {"limits": res}}
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    spec: dict = {"containers": [container]}
+    if priority:
+        spec["priorityClassName"] = priority
+    if product:
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    meta = {"name": name, "namespace": ns, "labels": {"acme.io/owner": "alice", **(labels or {})}}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _review(obj: dict | None, *, ns: str, name: str, user="alice@acme.io", groups=("acme:research", "system:authenticated"),
+            operation="CREATE", kind=("", "v1", "Pod"), resource="pods", sub=None, dry_run=False) -> dict:
+    g, v, k = kind
+    req = {
+        "uid": str(uuid.uuid4()),
+        "kind": {"group": g, "version": v, "kind": k},
+        "resource": {"group": g, "version": v, "resource": resource},
+        "requestKind": {"group": g, "version": v, "kind": k},
+        "requestResource": {"group": g, "version": v, "resource": resource},
+        "name": name, "namespace": ns, "operation": operation,
+        "userInfo": {"username": user, "groups": list(groups)},
+        "object": obj, "oldObject": None, "dryRun": dry_run,
+    }
+    if sub:
+        req["subResource"] = sub
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+def _create(obj: dict, **kw) -> dict:
+    meta = obj["metadata"]
+    if obj["kind"] == "PodGroup":
+        kw.setdefault("kind", ("scheduling.x-k8s.io", "v1alpha1", "PodGroup"))
+        kw.setdefault("resource", "podgroups")
+    return _review(obj, ns=meta["namespace"], name=meta["name"], **kw)
+
+
+def _podgroup(name: str, members: int, gpus: int) -> dict:
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "train", "labels": {"acme.io/workload": "training", "team": "research"}},
+            "spec": {"minMember": members, "minResources": {"nvidia.com/gpu": str(gpus)}}}
+
+
+def steps() -> list[Step]:
+    """The script, in order."""
+    team_a = {"team": "team-a"}
+    exec_options = {"apiVersion": "v1", "kind": "PodExecOptions", "command": ["sh"], "container": "main",
+                    "stdin": True, "tty": True}
+    return [
+        Step("team-a asks 4 GPUs: 28 + 4 fits its 32 exactly", "validate",
+             _create(_pod("job-4", "team-a", gpus=4, labels=team_a)), Expect(True)),
+        Step("team-a asks 10 more H100: 8 + 10 > 16 of h100", "validate",
+             _create(_pod("h100-10", "team-a", gpus=10, labels=team_a, product=H100, priority="prod")),
+             Expect(False, codes=("QuotaModelExceeded",))),
+        Step("team-a-dev asks 8 GPUs as a dry run: borrows, reserves nothing", "validate",
+             _create(_pod("job-8-dry", "team-a-dev", gpus=8, labels=team_a), dry_run=True), Expect(True)),
+        Step("team-a-dev asks 8 GPUs: borrows 8 idle GPUs of team-b", "validate",
+             _create(_pod("job-8", "team-a-dev", gpus=8, labels=team_a)), Expect(True)),
+        Step("team-a asks 1 more GPU: beyond nominal + borrow", "validate",
+             _create(_pod("one-more", "team-a", gpus=1, labels=team_a)), Expect(False, codes=("QuotaExceeded",))),
+        Step("team-b GPU pod with no priority class gets the default", "mutate",
+             _create(_pod("notebook", "team-b", gpus=1, priority=None)),
+             Expect(True, patch=("/spec/priorityClassName", "/metadata/labels/team"))),
+        Step("team-b pod names an undeclared priority class", "validate",
+             _create(_pod("vip", "team-b", gpus=1, labels={"team": "team-b"}, priority="urgent")),
+             Expect(False, codes=("UnknownPriorityClass",))),
+        Step("inference: a 10 GiB HAMi slice of an L4 (no vram-floor annotation)", "validate",
+             _create(_pod("chat-new", "inference-chat", priority="prod", product=L4,
+                          labels={"team": "serving", "app.kubernetes.io/component": "inference"},
+                          limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"})),
+             Expect(True, warning="vram-floor")),
+        Step("inference: a 4 GiB slice is under the 10Gi floor", "validate",
+             _create(_pod("chat-tiny", "inference-chat", priority="prod", product=L4, labels={"team": "serving"},
+                          limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"})),
+             Expect(False, codes=("FractionMemoryBelowFloor",))),
+        Step("gang llm-16 member (2 x 8 GPUs > 8): pinned to the tightest rack", "mutate",
+             _create(_pod("llm-16-0", "train", gpus=8, product=H100, labels={
+                 "acme.io/workload": "training", "team": "research", "scheduling.x-k8s.io/pod-group": "llm-16"})),
+             Expect(True, patch=("/spec/affinity",), placement="r13")),
+        Step("gang of 16 x 8 GPUs needs one block: none has 128 free", "validate",
+             _create(_podgroup("llm-128", 16, 128)), Expect(False, codes=("GangUnplaceable",))),
+        Step("agent creates a 0.25 GPU pod in agents-sandbox", "validate",
+             _create(_pod("tool-1", "agents-sandbox", priority="batch", labels={"team": "agents"}, scheduler="kai-scheduler",
+                          annotations={"gpu-fraction": "0.25"}), user=AGENT, groups=AGENT_GROUPS),
+             Expect(True)),
+        Step("agent creates a GPU pod outside the sandbox", "validate",
+             _create(_pod("tool-2", "team-b", gpus=1, labels={"team": "team-b"}), user=AGENT, groups=AGENT_GROUPS),
+             Expect(False, codes=("AgentNotAllowed",))),
+        Step("agent creates a privileged pod in the sandbox", "validate",
+             _create(_pod("root-1", "agents-sandbox", priority=None, labels={"team": "agents"}, privileged=True),
+                     user=AGENT, groups=AGENT_GROUPS),
+             Expect(False, codes=("AgentDenied",))),
+        Step("agent execs into a pod", "validate",
+             _review(exec_options, ns="agents-sandbox", name="tool-0", operation="CONNECT", user=AGENT, groups=AGENT_GROUPS,
+                     kind=("", "v1", "PodExecOptions"), sub="exec"),
+             Expect(False, codes=("AgentNotAllowed",))),
+        Step("a sleeping agent still holds a GPU", "validate",
+             _create(_pod("nap-1", "team-b", gpus=1, labels={"team": "team-b", "agents.acme.io/state": "sleeping"})),
+             Expect(False, codes=("RuleDenied",))),
+        Step("a CPU-only pod is none of Allot's business", "mutate",
+             _create(_pod("web", "default", priority=None, limits={"cpu": "1"})), Expect(True)),
+    ]
