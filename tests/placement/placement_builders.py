@@ -33,17 +33,18 @@ def node(name, block="b1", rack="r1", *, gpus=4, product=H100, ready=True, cordo
     }
 
 
-def pod(name, node_name=None, *, gpus=1, share_mib=None, phase="Running", namespace="team-a", annotations=None):
-    """A pod holding `gpus` whole GPUs, or (with `share_mib`) a HAMi slice of one GPU."""
-    limits = {"nvidia.com/gpu": str(gpus)}
-    if share_mib is not None:
-        limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(share_mib)}
-    spec = {"containers": [{"name": "main", "image": "x", "resources": {"limits": limits}}]}
+def pod(name, node_name=None, *, gpus=1, share=None, phase="Running", namespace="team-a", annotations=None):
+    """A pod holding `gpus` whole GPUs, or (with `share`, e.g. "0.25") a KAI `gpu-fraction` of one GPU."""
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus and share is None else {}
+    spec = {"containers": [{"name": "main", "image": "x", "resources": resources}]}
     if node_name:
         spec["nodeName"] = node_name
     meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    annotations = dict(annotations or {})
+    if share is not None:
+        annotations["gpu-fraction"] = share
     if annotations:
-        meta["annotations"] = dict(annotations)
+        meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 

@@ -1,16 +1,169 @@
-"""`allot place`: not built yet; says so and exits 2 instead of pretending."""
+"""`allot place --cluster FILE [--policy DIR] GANG`: where would this gang fit now, and if not, why.
+
+GANG is a YAML file (multi-document or a List) of a PodGroup / Workload of any dialect
+and/or its pods. Prints JSON (`fits`, `topology`, `level`, `domain`, `nodes`, `reason`,
+`reasons`). Exit 0 fits, 3 does not fit, 2 usage errors.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+
+DEFAULT_LEVELS = (("block", "topology.acme.io/block"), ("rack", "topology.acme.io/rack"), ("host", "kubernetes.io/hostname"))
 
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Options of `allot place`."""
+    parser.add_argument("gang", metavar="GANG", help="YAML of the PodGroup/Workload and/or its pods")
+    parser.add_argument("--cluster", required=True, metavar="FILE", help="cluster state (kubectl get … -o yaml)")
+    parser.add_argument("--policy", metavar="DIR", help="policy set: its topologies and gpu models")
+    parser.add_argument(
+        "--topology",
+        metavar="NAME|LEVEL=LABEL,…",
+        help="a topology of the policy set by name, or levels widest first (default block,rack,host on "
+        "topology.acme.io/block, topology.acme.io/rack, kubernetes.io/hostname)",
+    )
+    parser.add_argument("--required", metavar="LEVEL", help="level one domain of which must hold the gang")
+    parser.add_argument("--preferred", metavar="LEVEL", help="level to try first (climbs one level at a time)")
+    parser.add_argument("--per-gpu", type=int, metavar="N", help="most pods sharing one physical GPU")
+    parser.add_argument("--now", type=float, default=0.0, metavar="T", help="clock for reservation expiry (seconds)")
+
+
+def _parse_levels(text: str):
+    from webhook.cli import UsageError
+
+    levels = []
+    for part in text.split(","):
+        name, sep, label = part.strip().partition("=")
+        if not sep or not name.strip() or not label.strip():
+            raise UsageError(f"--topology {text!r}: expected LEVEL=LABEL pairs like block=topology.acme.io/block")
+        levels.append((name.strip(), label.strip()))
+    if len({n for n, _ in levels}) != len(levels):
+        raise UsageError(f"--topology {text!r}: a level name appears twice")
+    return levels
+
+
+def _from_policy(path: str):
+    from lang import compile_policies
+    from webhook.cli import UsageError
+    from webhook.sources import read_policy_sources
+
+    policy, diags = compile_policies(read_policy_sources([path]))
+    if policy is None:
+        first = next((d for d in diags if d.severity == "error"), diags[0] if diags else None)
+        raise UsageError(f"{path}: the policy set has errors (run `allot check {path}`): {first.message if first else ''}")
+    topologies = [(t.name, [(lv.name, lv.label) for lv in t.levels]) for t in policy.topologies]
+    models = {g.product: (g.name, g.memory) for g in policy.gpus}
+    return topologies, models
+
+
+def _read_gang(path: str) -> list[dict]:
+    import yaml
+
+    from webhook.cli import UsageError
+
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            docs = list(yaml.safe_load_all(fh))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such gang file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise UsageError(f"{path}{where}: not YAML: {getattr(exc, 'problem', None) or exc}") from None
+    objs: list[dict] = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise UsageError(f"{path}: expected Kubernetes objects, got a {type(doc).__name__}")
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            objs.extend(i for i in doc["items"] if isinstance(i, dict))
+        else:
+            objs.append(doc)
+    if not objs:
+        raise UsageError(f"{path}: no objects")
+    return objs
+
+
+def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, args):
+    """(GangRequest, note) from the gang's objects: pods give pod sets; a group gives the minimum and topology."""
+    from policy.normalize import normalize_object, pod_demand
+    from policy.placement import GangRequest
+    from policy.subject import PodSet
+    from webhook.cli import UsageError
+
+    counts: dict[tuple, int] = {}
+    group = None
+    for obj in objs:
+        if obj.get("kind") == "Pod":
+            ps = pod_demand(obj, snapshot)
+            key = (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product)
+            counts[key] = counts.get(key, 0) + 1
+        elif obj.get("kind") in ("PodGroup", "Workload"):
+            group = normalize_object(obj, snapshot)
+        else:
+            raise UsageError(f"GANG holds a {obj.get('kind')!r}; expected PodGroup, Workload or Pod objects")
+    if counts:
+        pod_sets = tuple(PodSet(f"pods-{i}", n, *key) for i, (key, n) in enumerate(counts.items()))
+    elif group is not None and group.pod_sets:
+        pod_sets = tuple(group.pod_sets)
+    else:
+        raise UsageError("GANG declares no pod sets: add its pods, or a group that lists them")
+    by_label = {label: level for level, label in topology_labels}
+
+    def level_of(flag, from_group):
+        if flag:
+            return flag
+        if from_group is None:
+            return None
+        if from_group in by_label:
+            return by_label[from_group]
+        if from_group in by_label.values():
+            return from_group
+        raise UsageError(f"the gang asks for topology {from_group!r}, not a level of topology {topology_name}")
+
+    required = level_of(args.required, group.topology_required if group else None)
+    preferred = level_of(args.preferred, group.topology_preferred if group else None)
+    min_count = group.min_members if group is not None else None
+    return GangRequest(pod_sets, min_count=min_count, topology=topology_name, required=required, preferred=preferred, per_gpu=args.per_gpu)
 
 
 def run(args) -> int:
-    """Report that the command does not exist yet."""
-    print("allot place: not implemented yet", file=sys.stderr)
-    return 2
+    """Load the cluster, read the gang, query, print JSON; exit 0 fits, 3 does not."""
+    from policy.placement import PlacementIndex
+    from webhook.cli import UsageError
+    from webhook.clusterfile import read_cluster_file
+
+    topologies, models = [], {}
+    if args.policy:
+        topologies, models = _from_policy(args.policy)
+    name = None
+    if args.topology and "=" in args.topology:
+        topologies = [("default", _parse_levels(args.topology))]
+    elif args.topology:
+        if args.topology not in dict(topologies):
+            known = ", ".join(n for n, _ in topologies) or "none"
+            raise UsageError(f"--topology {args.topology!r} is not declared by the policy set (declared: {known})")
+        name = args.topology
+    if not topologies:
+        topologies = [("default", list(DEFAULT_LEVELS))]
+    name = name or topologies[0][0]
+    snapshot = read_cluster_file(args.cluster)
+    gang = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args)
+    index = PlacementIndex.from_snapshot(snapshot, topologies, models)
+    index.expire(args.now)
+    result = index.query(gang)
+    out = result.to_json()
+    out["request"] = {
+        "pods": sum(ps.count for ps in gang.pod_sets),
+        "min_count": gang.min_count,
+        "required": gang.required,
+        "preferred": gang.preferred,
+    }
+    json.dump(out, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0 if result.fits else 3
