@@ -77,7 +77,9 @@ def find_targets(paths: list[str]) -> list[Target]:
     for raw in paths or ["."]:
         p = pathlib.Path(raw)
         if p.is_dir():
-            targets += [Target(f, p) for f in sorted(p.rglob("*" + SUFFIX)) if f.is_file()]
+            found = sorted(p.rglob("*" + SUFFIX))
+            # hidden directories (.git, .venv, …) never hold the project's tests
+            targets += [Target(f, p) for f in found if f.is_file() and not _hidden(f.relative_to(p))]
         elif p.is_file():
             if not p.name.endswith(SUFFIX):
                 raise UsageError(f"{raw}: not a test file (expected *{SUFFIX})")
@@ -85,6 +87,10 @@ def find_targets(paths: list[str]) -> list[Target]:
         else:
             raise UsageError(f"{raw}: no such file or directory")
     return targets
+
+
+def _hidden(rel: pathlib.Path) -> bool:
+    return any(part.startswith(".") for part in rel.parts[:-1])
 
 
 def policy_files(target: Target) -> tuple[pathlib.Path, ...]:

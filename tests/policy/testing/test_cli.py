@@ -209,3 +209,30 @@ def test_a_missing_cluster_file_fails_the_case(tree, capsys):
     code, lines, _ = allot_test(capsys, "root")
     assert (code, lines[-1]) == (1, "0 passed, 1 failed")
     assert "  cluster file not found: root/team/nope.yaml" in lines
+
+
+def test_hidden_directories_are_not_searched(tree, capsys):
+    write_cases(tree, GOOD[0])
+    (tree / "root" / ".cache").mkdir()
+    (tree / "root" / ".cache" / "old.test.yaml").write_text("not: [valid\n")
+    code, lines, _ = allot_test(capsys, "root")
+    assert (code, lines[-1]) == (0, "1 passed, 0 failed")
+
+
+def test_a_full_admission_review_and_a_mode_override(tree, capsys):
+    review = (
+        "{apiVersion: admission.k8s.io/v1, kind: AdmissionReview, request: {uid: u1, operation: CREATE,"
+        " kind: {group: '', version: v1, kind: Pod}, resource: {group: '', version: v1, resource: pods},"
+        " namespace: ml, userInfo: {username: bob}, object: " + pod("ml", 8, "{team: ml}") + "}}"
+    )
+    write_cases(
+        tree,
+        case("review denied", review, "{allowed: false, denied_by: [rule no-big]}"),
+        "  - name: warn override\n    mode: warn\n    request: " + pod("ml", 8, "{team: ml}")
+        + '\n    expect: {allowed: true, denied_by: [], warnings: ["too many GPUs: 8"]}\n',
+        "  - name: wrong under override\n    mode: warn\n    request: " + pod("ml", 8, "{team: ml}")
+        + "\n    expect: {allowed: false}\n",
+    )
+    code, lines, _ = allot_test(capsys, "root")
+    assert (code, lines[-1]) == (1, "2 passed, 1 failed")
+    assert "FAIL root/team/team.test.yaml::wrong under override" in lines
