@@ -16,6 +16,11 @@ from lang.diagnostics import Diagnostic, error
 from lang.ir import Type
 from lang.span import Span
 
+def an(t: Type) -> str:
+    """`a gpu amount`, `an int`: the type with its article, for messages."""
+    return ("an " if t.value[0] in "aeiou" else "a ") + t.value
+
+
 NUMERIC = {Type.INT, Type.GPU, Type.FRACTION, Type.BYTES}
 _BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 
@@ -60,7 +65,7 @@ def coerce_number(text: str, typ: Type, span: Span, negative: bool = False) -> t
     has_binary = text.endswith(_BINARY_UNITS)
     if typ in (Type.GPU, Type.FRACTION):
         if has_binary:
-            return None, error("E0201", f"`{text}` is a memory size, but a {typ.value} is expected", span, "GPU amounts are plain numbers like `8`, `0.25` or `500m`")
+            return None, error("E0201", f"`{text}` is a memory size, but {an(typ)} is expected", span, "GPU amounts are plain numbers like `8`, `0.25` or `500m`")
         milli = value * 1000
         if milli.denominator != 1:
             return None, error("E0202", f"`{text}` is finer than one thousandth of a GPU", span, "GPU amounts are exact to 1m (0.001)")
@@ -75,7 +80,7 @@ def coerce_number(text: str, typ: Type, span: Span, negative: bool = False) -> t
         if value.denominator != 1 or has_binary:
             return None, error("E0202", f"`{text}` is not a whole number", span)
         return int(value), None
-    return None, error("E0201", f"a number cannot be compared with a {typ.value}", span)
+    return None, error("E0201", f"a number cannot be compared with {an(typ)}", span)
 
 
 class ExprLowerer:
@@ -94,7 +99,7 @@ class ExprLowerer:
         """A boolean expression (`for`, `when`, `identity`)."""
         out = self.settle(self.lower(e))
         if out is not None and out.type is not Type.BOOL:
-            self.err("E0203", f"this condition is a {out.type.value}, not a boolean", e.span, "compare it, e.g. `gpus > 0`")
+            self.err("E0203", f"this condition is {an(out.type)}, not a boolean", e.span, "compare it, e.g. `gpus > 0`")
             return None
         return out
 
@@ -158,7 +163,7 @@ class ExprLowerer:
         if target is None:
             return None
         if target.type is not Type.MAP:
-            self.err("E0204", f"only maps can be indexed; this is a {target.type.value}", e.target.span)
+            self.err("E0204", f"only maps can be indexed; this is {an(target.type)}", e.target.span)
             return None
         return ir.Index(target, e.key.value, e.span)
 
@@ -183,7 +188,7 @@ class ExprLowerer:
     def _bool(self, e: ast.Expr):
         x = self.settle(self.lower(e))
         if x is not None and x.type is not Type.BOOL:
-            self.err("E0203", f"expected a boolean here, found a {x.type.value}", e.span)
+            self.err("E0203", f"expected a boolean here, found {an(x.type)}", e.span)
             return None
         return x
 
@@ -194,7 +199,7 @@ class ExprLowerer:
         if x is None:
             return None
         if x.type not in NUMERIC:
-            self.err("E0204", f"`-` needs a number, found a {x.type.value}", e.span)
+            self.err("E0204", f"`-` needs a number, found {an(x.type)}", e.span)
             return None
         return ir.Arith("-", ir.Lit(0, x.type, e.span), x, x.type, e.span)
 
@@ -215,13 +220,13 @@ class ExprLowerer:
         if Type.NONE in (left.type, right.type):
             return ir.Compare(e.op, left, right, e.span)  # always false; the folder reports it
         if left.type is not right.type:
-            self.err("E0201", f"cannot compare a {left.type.value} with a {right.type.value}", e.span, _compare_help(left, right))
+            self.err("E0201", f"cannot compare {an(left.type)} with {an(right.type)}", e.span, _compare_help(left, right))
             return None
         if e.op not in ("==", "!=") and left.type not in NUMERIC:
-            self.err("E0204", f"`{e.op}` needs numbers; a {left.type.value} can only be tested with `==` or `!=`", e.span)
+            self.err("E0204", f"`{e.op}` needs numbers; {an(left.type)} can only be tested with `==` or `!=`", e.span)
             return None
         if left.type in (Type.MAP, Type.LIST):
-            self.err("E0204", f"a {left.type.value} cannot be compared; use `\"k\" in …`", e.span)
+            self.err("E0204", f"{an(left.type)} cannot be compared; use `\"k\" in …`", e.span)
             return None
         return ir.Compare(e.op, left, right, e.span)
 
@@ -236,15 +241,15 @@ class ExprLowerer:
             return None
         for side in (left, right):
             if side.type not in NUMERIC:
-                self.err("E0204", f"`{e.op}` needs numbers, found a {side.type.value}", side.span)
+                self.err("E0204", f"`{e.op}` needs numbers, found {an(side.type)}", side.span)
                 return None
         if e.op == "*":
             if Type.INT not in (left.type, right.type):
-                self.err("E0204", f"cannot multiply a {left.type.value} by a {right.type.value}", e.span, "multiply by a whole number")
+                self.err("E0204", f"cannot multiply {an(left.type)} by {an(right.type)}", e.span, "multiply by a whole number")
                 return None
             typ = right.type if left.type is Type.INT else left.type
         elif left.type is not right.type:
-            self.err("E0201", f"cannot {'add' if e.op == '+' else 'subtract'} a {right.type.value} and a {left.type.value}", e.span)
+            self.err("E0201", f"cannot {'add' if e.op == '+' else 'subtract'} {an(right.type)} {'to' if e.op == '+' else 'from'} {an(left.type)}", e.span)
             return None
         else:
             typ = left.type
@@ -255,7 +260,7 @@ class ExprLowerer:
         if target is None:
             return None
         if target.type is not Type.STRING:
-            self.err("E0204", f"`matches` needs a string, found a {target.type.value}", e.target.span)
+            self.err("E0204", f"`matches` needs a string, found {an(target.type)}", e.target.span)
             return None
         return ir.Matches(target, e.pattern.value, e.span)
 
@@ -265,10 +270,10 @@ class ExprLowerer:
         if item is None or container is None:
             return None
         if container.type not in (Type.MAP, Type.LIST):
-            self.err("E0204", f"`in` needs a map or a list on its right, found a {container.type.value}", e.container.span)
+            self.err("E0204", f"`in` needs a map or a list on its right, found {an(container.type)}", e.container.span)
             return None
         if item.type is not Type.STRING:
-            self.err("E0201", f"`in` looks up a string, found a {item.type.value}", e.item.span)
+            self.err("E0201", f"`in` looks up a string, found {an(item.type)}", e.item.span)
             return None
         return ir.Contains(item, container, e.span)
 

@@ -9,6 +9,7 @@ from lang import ast, ir
 from lang.checker import check_mode, check_statements, decl_name
 from lang.diagnostics import warning
 from lang.ir import Type
+from lang.exprs import an
 from lang.template import lower_template
 
 VERBS = {"create": "CREATE", "update": "UPDATE", "delete": "DELETE", "connect": "CONNECT", "any": "*", "*": "*"}
@@ -137,7 +138,7 @@ def _set(low, s: ast.SetStmt) -> ir.SetField | None:
     if value is None:
         return None
     if value.type is not Type.STRING:
-        low.err("E0201", f"a {s.target.name[:-1]} value must be a string, found a {value.type.value}", s.value.span)
+        low.err("E0201", f"a {s.target.name[:-1]} value must be a string, found {an(value.type)}", s.value.span)
         return None
     if not s.key.value:
         low.err("E0112", f"a {s.target.name[:-1]} key cannot be empty", s.key.span)

@@ -1,0 +1,75 @@
+"""`allot fmt`: canonical, idempotent, comment-keeping and meaning-preserving on every example we have."""
+
+import pathlib
+
+import pytest
+
+import lang
+from lang.format import FormatError
+from docs_examples import doc_examples
+
+HERE = pathlib.Path(__file__).parent
+ROOT = HERE.parents[1]
+
+
+def examples() -> list[tuple[str, str]]:
+    out = [("contract", (HERE / "fixtures" / "contract.policy").read_text())]
+    out += [(f"golden/{p.name}", p.read_text()) for p in sorted((HERE / "golden").glob("*.policy"))]
+    out += [(f"docs#{i}", text) for i, text in enumerate(doc_examples())]
+    out += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "policies").rglob("*.policy"))]
+    return out
+
+
+EXAMPLES = examples()
+
+
+def meaning(text: str, path: str = "x.policy"):
+    f, diags = lang.parse(text, path)
+    assert not [d for d in diags if d.severity == "error"]
+    from lang.lower import lower_files
+
+    ps, _ = lower_files([f])
+    return lang.strip_spans(ps)
+
+
+def comments(text: str) -> list[str]:
+    f, _ = lang.parse(text, "x.policy")
+    return [c.text.rstrip() for c in f.comments]
+
+
+def parses(text: str) -> bool:
+    return not [d for d in lang.parse(text, "x.policy")[1] if d.severity == "error"]
+
+
+@pytest.mark.parametrize("name,text", EXAMPLES, ids=[n for n, _ in EXAMPLES])
+def test_format_round_trip(name, text):
+    if not parses(text):
+        with pytest.raises(FormatError):
+            lang.format_source(text, name)
+        return
+    once = lang.format_source(text, name)
+    assert lang.format_source(once, name) == once  # idempotent
+    assert meaning(once) == meaning(text)  # same IR, spans aside
+    assert comments(once) == comments(text)  # every comment kept, in order
+
+
+def test_examples_include_the_contract_docs_and_goldens():
+    names = [n for n, _ in EXAMPLES]
+    assert "contract" in names and any(n.startswith("docs#") for n in names) and any(n.startswith("golden/") for n in names)
+
+
+def test_canonical_layout():
+    src = 'quota q {   for namespace=="a"\n\n\n   gpus 8 # c\n;borrow 2}\npriority a 1\npriority bbb 2 default\n'
+    assert lang.format_source(src, "x") == (
+        'quota q {\n  for namespace == "a"\n\n  gpus 8  # c\n  borrow 2\n}\n\npriority a   1\npriority bbb 2 default\n'
+    )
+
+
+def test_strip_spans_makes_positions_irrelevant():
+    assert meaning("quota q {\n  gpus 8\n}\n") == meaning("\n\nquota   q { gpus 8 }\n")
+    assert meaning("quota q {\n  gpus 8\n}\n") != meaning("quota q {\n  gpus 9\n}\n")
+
+
+def test_comments_before_and_inside_blocks_stay_with_them():
+    src = "# about q\nquota q {\n  # the cap\n  gpus 8\n  # trailing note\n}\n# end\n"
+    assert lang.format_source(src, "x") == src

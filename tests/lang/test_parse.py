@@ -1,0 +1,88 @@
+"""Parsing: spans, comments, continuation lines, and syntax errors in words."""
+
+import re
+from dataclasses import dataclass
+
+import pytest
+
+import lang
+from lang import ast
+
+
+def parse_ok(src: str) -> ast.File:
+    f, diags = lang.parse(src, "t.policy")
+    assert diags == []
+    return f
+
+
+def test_spans_start_at_the_keyword_and_end_at_the_brace():
+    f = parse_ok("# c\nquota team-a {\n  gpus 8   # eight\n}\n")
+    q = f.decls[0]
+    assert (q.span.line, q.span.col, q.span.end_line, q.span.end_col) == (2, 1, 4, 2)
+    assert (q.name.name, q.name.span.col) == ("team-a", 7)
+    s = q.stmts[0]
+    assert (s.key, s.value.text, s.span.col, s.span.end_col) == ("gpus", "8", 3, 9)
+    assert [(c.text, c.span.line) for c in f.comments] == [("# c", 1), ("# eight", 3)]
+
+
+def test_statements_may_share_a_line_and_continue_after_and_or():
+    f = parse_ok('gpu l4 { product "NVIDIA-L4" memory 24Gi }\nrule r {\n  for gpus > 0 and\n      namespace == "a" or\n  pods > 1\n  deny "x"\n}\n')
+    assert [s.key for s in f.decls[0].stmts] == ["product", "memory"]
+    cond = f.decls[1].stmts[0].expr
+    assert isinstance(cond, ast.BoolOp) and cond.op == "or" and cond.span.end_line == 5
+
+
+def test_names_may_contain_dashes_but_subtraction_needs_spaces():
+    f = parse_ok('rule a-b-c {\n  when total_gpus - gpus > 0\n  deny "x"\n}\n')
+    assert f.decls[0].name.name == "a-b-c"
+    assert isinstance(f.decls[0].stmts[0].expr.left, ast.ArithExpr)
+
+
+def test_string_escapes():
+    f = parse_ok('rule r {\n  deny "say \\"hi\\"\\n"\n}\n')
+    assert f.decls[0].stmts[0].message.value == 'say "hi"\n'
+
+
+@dataclass
+class Bad:
+    name: str
+    src: str
+    want_code: str
+    want_line: int
+    want_words: str
+
+
+BAD = [
+    Bad("missing quantity", "gpu g { memory }", "E0001", 1, "a number or a quantity like `80Gi`"),
+    Bad("bad unit", "gpu g { memory 80Gib }", "E0002", 1, "quantity"),
+    Bad("single equals", 'rule r {\n  for namespace = "a"\n}', "E0001", 2, "expected `==`"),
+    Bad("unknown statement", "quota q {\n  gpu_mem 2Ti\n}", "E0001", 2, "unknown statement `gpu_mem`"),
+    Bad("ampersands", "rule r {\n  when a && b\n}", "E0002", 2, "unexpected character `&`"),
+    Bad("unclosed block", "quota q {\n  gpus 1\n", "E0003", 3, "expected"),
+    Bad("junk at top", "hello", "E0001", 1, "a declaration"),
+    Bad("unterminated string", 'rule r {\n  deny "oops\n}', "E0002", 2, "unexpected character"),
+    Bad("missing expression", "rule r {\n  when\n}", "E0001", 2, "an expression"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[b.name for b in BAD])
+def test_syntax_errors_are_worded(case):
+    f, diags = lang.parse(case.src, "t.policy")
+    assert [d.code for d in diags] == [case.want_code]
+    d = diags[0]
+    assert d.span.line == case.want_line
+    assert case.want_words in d.message
+    # never lark's vocabulary
+    assert not re.search(r"\b(NAME|NUMBER|STRING|_NL|\$END|RBRACE|LBRACE|Token)\b", d.message + (d.help or ""))
+
+
+def test_one_bad_block_does_not_hide_the_others():
+    src = "quota a {\n  gpus x\n}\nquota b {\n  gpus 2\n}\nquota c {\n  lend\n}\n"
+    f, diags = lang.parse(src, "t.policy")
+    assert [d.span.line for d in diags] == [2, 8]
+    assert [d.name.name for d in f.decls] == ["b"]
+
+
+def test_not_utf8_is_a_located_error():
+    f, diags = lang.parse("quota a {\n  gpus 1 \ufffd\n}\n", "t.policy")
+    assert [(d.code, d.span.line, d.span.col) for d in diags] == [("E0004", 2, 10)]
