@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from policy.dialects import dra, hami, kai
+from policy.dialects.common import BAD_OBJECT as MALFORMED_OBJECT
 from policy.dialects.common import EMPTY, MALFORMED, Bad, whole_count
 from policy.dialects.gpu_whole import MIG_PREFIX, WHOLE, read_mig
 from policy.dialects.product import read_product
@@ -30,14 +31,17 @@ class _Memory:
 
 
 def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
-    """Fold one GPU resource entry into acc = [whole, mig milli, mig memory, cores, mem_pct, mem]."""
+    """Fold one GPU resource entry into acc = [whole, mig milli, mig memory, cores, mem_pct, mem, mig share]."""
     try:
         if key in WHOLE:
-            acc[0] = whole_count(value, path)
+            acc[0] += whole_count(value, path)
         elif key.startswith(MIG_PREFIX):
-            _, m, b = read_mig(key, value, path)
+            count, m, b = read_mig(key, value, path)
             acc[1] += m
             acc[2] = (acc[2] or 0) + b
+            if count:  # a MIG slice is a share of one physical GPU, isolated but shared
+                s = m // count
+                acc[6] = s if acc[6] is None else max(acc[6], s)
         elif key == hami.GPUCORES:
             acc[3] = hami.percent(value, path)
         elif key == hami.GPUMEM_PCT:
@@ -50,28 +54,47 @@ def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
         problems.append(Problem(MALFORMED, f"{path}: {exc}"))
 
 
-def _container(c, path: str, memory: _Memory, problems: list) -> tuple[int, int | None, int | None] | None:
+def _whole_fast(value) -> int | None:
+    """A plain device count (`8`, `"8"`), or None when the value needs the full reader."""
+    if type(value) is int:
+        return value if value >= 0 else None
+    if type(value) is str and value.isdigit():
+        return int(value)
+    return None
+
+
+def _container(c, where: str, index: int, memory: _Memory, problems: list) -> tuple[int, int | None, int | None] | None:
     """(milli-GPU, memory bytes or None, shared milli or None) of one container, None when it asks no GPU."""
-    res = c.get("resources") if type(c) is dict else None
+    res = c.get("resources")
     if not res:
         return None
     requests = res.get("requests") or EMPTY
     limits = res.get("limits") or EMPTY
-    acc = None
+    # Fast path: only whole-GPU resources with plain counts (the common case on the admission path).
+    whole = None
+    exotic = False
+    for table, other in ((limits, requests), (requests, None)):
+        for key in table:
+            if key.startswith(_PREFIXES) and (other is None or key not in other):
+                n = _whole_fast(table[key]) if key in WHOLE else None
+                if n is None:
+                    exotic = True
+                else:
+                    whole = (whole or 0) + n
+    if not exotic:
+        return None if whole is None else (whole * 1000, None, None)
+    acc = [0, 0, None, None, None, None, None]
+    path = f"spec.{where}[{index}].resources"
     # Limits imply requests for extended resources; an explicit request wins.
     for key in limits:
         if key.startswith(_PREFIXES) and key not in requests:
-            acc = acc or [0, 0, None, None, None, None]
-            _read_key(key, limits[key], f"{path}.resources.limits[{key}]", acc, problems)
+            _read_key(key, limits[key], f"{path}.limits[{key}]", acc, problems)
     for key in requests:
         if key.startswith(_PREFIXES):
-            acc = acc or [0, 0, None, None, None, None]
-            _read_key(key, requests[key], f"{path}.resources.requests[{key}]", acc, problems)
-    if acc is None:
-        return None
-    whole, milli, mem_bytes, cores, mem_pct, mem = acc
+            _read_key(key, requests[key], f"{path}.requests[{key}]", acc, problems)
+    whole, milli, mem_bytes, cores, mem_pct, mem, mig_share = acc
     if cores is None and mem_pct is None and mem is None:
-        return milli + whole * 1000, mem_bytes, None
+        return milli + whole * 1000, mem_bytes, mig_share
     devices = whole or 1  # HAMi: gpumem/gpucores without nvidia.com/gpu means one vGPU
     share = hami.share(cores, mem_pct, mem, memory.get() if mem is not None else None)
     milli += devices * (share if share is not None else 1000)
@@ -82,19 +105,30 @@ def _container(c, path: str, memory: _Memory, problems: list) -> tuple[int, int 
 
 def read_demand(pod: Mapping, snapshot=None) -> tuple[PodSet, list[Problem]]:
     """The pod's PodSet (count 1) and the problems met reading it; never raises on bad values."""
+    try:
+        return _read_demand(pod, snapshot)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        # A field of an unexpected JSON type (e.g. `spec: true`): count nothing, say why.
+        meta = pod.get("metadata") if type(pod.get("metadata")) is dict else EMPTY
+        name = meta.get("name") if type(meta.get("name")) is str else ""
+        why = Problem(MALFORMED_OBJECT, f"pod {name or '?'}: a field has an unexpected type ({type(exc).__name__}: {exc})")
+        return make_podset(name, 1, 0, None, None, None), [why]
+
+
+def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
     meta = pod.get("metadata") or EMPTY
     spec = pod.get("spec") or EMPTY
     annotations = meta.get("annotations") or EMPTY
     problems: list[Problem] = []
     product = read_product(pod, spec, annotations, snapshot)
-    memory = _Memory(snapshot, product, spec.get("nodeName"))
+    memory = _Memory(snapshot, product, spec.get("nodeName"))  # looked up only if a share needs it
     milli = 0
     mem_total = None
     share = None
-    i = 0
+    i = -1
     for c in spec.get("containers") or ():
-        got = _container(c, f"spec.containers[{i}]", memory, problems) if type(c) is dict and c.get("resources") else None
         i += 1
+        got = _container(c, "containers", i, memory, problems) if type(c) is dict else None
         if got is not None:
             milli += got[0]
             if got[1] is not None:
@@ -105,7 +139,7 @@ def read_demand(pod: Mapping, snapshot=None) -> tuple[PodSet, list[Problem]]:
     if inits:
         init_peak = 0
         for i, c in enumerate(inits):
-            got = _container(c, f"spec.initContainers[{i}]", memory, problems)
+            got = _container(c, "initContainers", i, memory, problems) if type(c) is dict else None
             if got is None:
                 continue
             if c.get("restartPolicy") == "Always":  # sidecars run beside the app containers

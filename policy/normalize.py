@@ -160,18 +160,21 @@ def _build(obj, kind: str, snapshot, r: tuple, problems: list) -> Workload:
     return _bare(kind, obj if type(obj) is dict else None, snapshot, r, problems, labels, annotations)
 
 
+_BASE_NAMES = ("operation", "name", "namespace", "user", "groups", "serviceaccount", "resource", "subresource", "uid", "dry_run", "old_obj")
+
+
 def _base(r: tuple) -> dict:
-    names = ("operation", "name", "namespace", "user", "groups", "serviceaccount", "resource", "subresource", "uid", "dry_run", "old_obj")
-    return dict(zip(names, r))
+    return dict(zip(_BASE_NAMES, r))
 
 
 def _bare(kind: str, obj, snapshot, r: tuple, problems: list, labels=EMPTY, annotations=EMPTY) -> Workload:
     """A subject with no GPU reading: unknown kinds, CONNECT to pods not in the cluster state."""
-    ns = r[2]
-    return make_workload(
-        kind=kind, labels=labels, annotations=annotations,
-        namespace_labels=snapshot.namespace_labels(ns) if snapshot is not None and ns else EMPTY,
-        problems=tuple(problems), obj=obj, **_base(r),
+    operation, name, ns, user, groups, sa, resource, sub, uid, dry_run, old = r
+    return make_workload(  # positional, in `Workload` field order (fast path)
+        kind, operation, name, ns, snapshot.namespace_labels(ns) if snapshot is not None and ns else EMPTY,
+        labels, annotations, user, groups, sa, None, None, 1, 0, 0, None, None, None, None,
+        None, None, None, None, False, False, False, False,
+        resource, sub, uid, dry_run, (), tuple(problems) if problems else (), obj, old,
     )
 
 
@@ -200,18 +203,34 @@ def normalize(request: Mapping, snapshot) -> Workload:
         problems.append(Problem(BAD_OBJECT, f"request.object: expected an object, got {type(obj).__name__}"))
         obj = None
     if obj is not None and not name:
-        name = (obj.get("metadata") or EMPTY).get("name") or None
+        m = obj.get("metadata")
+        name = m.get("name") if type(m) is dict and type(m.get("name")) is str else None
     r = (
         operation, name, ns, user, tuple(groups) if type(groups) is list else (), service_account(user),
         res_name, sub, request.get("uid"), request.get("dryRun") is True, old if type(old) is dict else None,
     )
     if obj is None:
         return _bare(kind, None, snapshot, r, problems)
-    return _build(obj, kind or obj.get("kind") or "", snapshot, r, problems)
+    if not kind:
+        kind = obj.get("kind") if type(obj.get("kind")) is str else ""
+    try:
+        return _build(obj, kind, snapshot, r, problems)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        # A field of an unexpected JSON type deep inside the object: explain, never raise.
+        return _bare(kind, obj, snapshot, r, [*problems, _shape_problem(obj, exc)])
+
+
+def _shape_problem(obj: dict, exc: Exception) -> Problem:
+    meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
+    who = f"{meta.get('namespace') or ''}/{meta.get('name') or meta.get('generateName') or '?'}".lstrip("/")
+    return Problem(BAD_OBJECT, f"{obj.get('kind') or 'object'} {who}: a field has an unexpected type ({type(exc).__name__}: {exc})")
 
 
 def normalize_object(obj: Mapping, snapshot) -> Workload:
     """The subject of a live object (usage accounting): no request, no user."""
-    meta = obj.get("metadata") or EMPTY
+    meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
     r = ("CREATE", meta.get("name"), meta.get("namespace"), None, (), None, "pods", None, meta.get("uid"), False, None)
-    return _build(obj, obj.get("kind") or "", snapshot, r, [])
+    try:
+        return _build(obj, obj.get("kind") or "", snapshot, r, [])
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        return _bare(obj.get("kind") or "", obj, snapshot, r, [_shape_problem(obj, exc)])
