@@ -117,17 +117,16 @@ def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: l
     total = gpus = 0
     fraction = memory = product = None
     privileged = host_path = host_network = False
-    if info.pod_sets and any(ps.gpus for ps in info.pod_sets):
-        total = sum(ps.count * ps.gpus for ps in info.pod_sets)
-        gpus = max(ps.gpus for ps in info.pod_sets)  # per-pod view of the largest member
-        fractions = {ps.fraction for ps in info.pod_sets if ps.gpus}
-        fraction = fractions.pop() if len(fractions) == 1 else None
-        mems = [ps.count * ps.gpu_memory for ps in info.pod_sets if ps.gpu_memory]
-        memory = ceil_div(sum(mems), pods) if mems else None
-        products = {ps.gpu_product for ps in info.pod_sets if ps.gpus and ps.gpu_product}
-        product = products.pop() if len(products) == 1 else None
-    elif info.min_gpus is not None:
+    if info.min_gpus:
+        # The minimum group's GPUs; per pod is the mean, rounded up, when members differ.
         total, gpus = info.min_gpus, ceil_div(info.min_gpus, pods)
+        asking = [ps for ps in info.pod_sets if ps.gpus]
+        fractions = {ps.fraction for ps in asking}
+        fraction = fractions.pop() if len(fractions) == 1 else None
+        mems = [ps.count * ps.gpu_memory for ps in asking if ps.gpu_memory]
+        memory = ceil_div(sum(mems), sum(ps.count for ps in info.pod_sets) or 1) if mems else None
+        products = {ps.gpu_product for ps in asking if ps.gpu_product}
+        product = products.pop() if len(products) == 1 else None
     for ps in spec.get("podSets") or ():  # Kueue Workload templates carry container specs
         tspec = ((ps or EMPTY).get("template") or EMPTY).get("spec") or EMPTY
         p, h, n = escalations(tspec)

@@ -39,7 +39,7 @@ class GroupInfo:
     topology_required: str | None = None
     topology_preferred: str | None = None
     pod_sets: tuple[PodSet, ...] = ()
-    min_gpus: int | None = None  # milli-GPU of spec.minResources (whole group), when declared
+    min_gpus: int | None = None  # milli-GPU the minimum group holds: spec.minResources, or Kueue pod sets' demand
     problems: tuple[Problem, ...] = ()
     obj: Mapping | None = field(default=None, compare=False, repr=False)
 
@@ -148,6 +148,7 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
         minimum = total or None
     elif family == "kueue":
         total = 0
+        min_gpus = 0
         for i, ps in enumerate(spec.get("podSets") or ()):
             if not isinstance(ps, dict):
                 continue
@@ -161,6 +162,7 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
                 gpus, fraction, memory, product = d.gpus, d.fraction, d.gpu_memory, d.gpu_product
             pod_sets.append(PodSet(str(ps.get("name") or i), count, gpus or 0, fraction, memory, product))
             total += least if least is not None else count
+            min_gpus += (least if least is not None else count) * (gpus or 0)
             tr = ps.get("topologyRequest")
             if isinstance(tr, dict):
                 required = required or tr.get("required") or None

@@ -1,0 +1,63 @@
+"""DRA: pod claims resolved through ResourceClaims and templates, v1 `exactly` and v1beta1 flat shapes."""
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from policy.normalize import read_demand
+from tests.policy.builders import claim, claim_template, device_request, node, pod, snapshot
+
+GI = 2**30
+
+
+def by_claim(name="c"):
+    return pod(resourceClaims=[{"name": "gpu", "resourceClaimName": name}])
+
+
+def by_template(name="t"):
+    return pod(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": name}])
+
+
+@dataclass
+class Case:
+    name: str
+    pod: dict
+    objects: tuple
+    want_gpus: int
+    want_fraction: int | None = None
+    want_memory: int | None = None
+    want_problems: list = field(default_factory=list)
+
+
+H100 = node("h1")  # 81559 MiB per device: the only size in these snapshots
+CASES = [
+    Case("v1 claim one device", by_claim(), (claim("c", requests=[device_request()]),), 1000),
+    Case("v1 claim count 4", by_claim(), (claim("c", requests=[device_request(count=4)]),), 4000),
+    Case("v1beta1 flat shape", by_claim(), (claim("c", requests=[device_request(count=2, v1=False)], api="resource.k8s.io/v1beta1"),), 2000),
+    Case("template", by_template(), (claim_template("t", requests=[device_request(count=2)]),), 2000),
+    Case("first available choice", by_claim(), (claim("c", requests=[{"name": "g", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 2}, {"name": "small", "deviceClassName": "gpu.nvidia.com"}]}]),), 2000),
+    Case("non-gpu class ignored", by_claim(), (claim("c", requests=[device_request(device_class="nic.example.com")]),), 0),
+    Case("custom class with gpu selector", by_claim(), (
+        claim("c", requests=[device_request(device_class="accel")]),
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "accel"},
+         "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}), 1000),
+    Case("capacity memory share", by_claim(), (H100, claim("c", requests=[device_request(memory="20389Mi")])), 250, 250, 20389 * 2**20),
+    Case("capacity memory, device unknown", by_claim(), (claim("c", requests=[device_request(memory="10Gi")]),), 1000, None, 10 * GI),
+    Case("status names generated claim", dict(by_template("gone"), status={"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]}),
+         (claim("p-gpu-x1", requests=[device_request(count=3)]),), 3000),
+    Case("pre-1.31 source shape", pod(resourceClaims=[{"name": "gpu", "source": {"resourceClaimName": "c"}}]),
+         (claim("c", requests=[device_request()]),), 1000),
+    Case("allocation mode All", by_claim(), (claim("c", requests=[{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}]),),
+         0, want_problems=["UnknownGpuDialectValue"]),
+    Case("bad count", by_claim(), (claim("c", requests=[device_request(count="two")]),), 0, want_problems=["MalformedQuantity"]),
+    Case("bad capacity", by_claim(), (claim("c", requests=[device_request(memory="lots")]),), 0, want_problems=["MalformedQuantity"]),
+    Case("missing claim", by_claim("nope"), (), 0, want_problems=["MissingResourceClaim"]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_dra_claims(case):
+    got, problems = read_demand(case.pod, snapshot(*case.objects))
+    assert (got.gpus, got.fraction, got.gpu_memory) == (case.want_gpus, case.want_fraction, case.want_memory)
+    assert [p.code for p in problems] == case.want_problems
