@@ -1,0 +1,102 @@
+"""`allot check`, `allot fmt`, `allot bench check` through the real CLI entry point."""
+
+import json
+import pathlib
+
+import pytest
+
+from webhook.cli import main
+
+HERE = pathlib.Path(__file__).parent
+CONTRACT = HERE / "fixtures" / "contract.policy"
+THREE = HERE / "golden" / "three_mistakes.policy"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_clean_contract_exits_0(capsys):
+    code, out, _ = run(capsys, "check", str(CONTRACT))
+    assert code == 0 and out.strip() == "checked 1 file: no problems"
+
+
+def test_check_three_mistakes_exits_1_with_three_located_diagnostics(capsys):
+    code, out, _ = run(capsys, "check", str(THREE))
+    assert code == 1
+    heads = [line for line in out.splitlines() if ": error[" in line]
+    assert [h.split(": error[")[0].rsplit(":", 2)[1:] for h in heads] == [["5", "7"], ["7", "14"], ["11", "3"]]
+    assert "^^^^" in out and "help:" in out and out.rstrip().endswith("3 errors, 0 warnings")
+
+
+@pytest.mark.parametrize("argv", [["check", "does/not/exist"], ["fmt", "does/not/exist"]])
+def test_missing_path_is_a_one_line_usage_error(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "does/not/exist" in err and "Traceback" not in err
+
+
+def test_check_json_shape(capsys):
+    code, out, _ = run(capsys, "check", "--format", "json", str(THREE))
+    items = json.loads(out)
+    assert code == 1 and len(items) == 3
+    assert set(items[0]) == {"path", "line", "column", "end", "code", "severity", "message", "help"}
+    assert items[0]["end"] == {"line": 5, "column": 17} and items[0]["code"] == "E0201"
+
+
+def test_check_sarif_shape(capsys):
+    code, out, _ = run(capsys, "check", "--format", "sarif", str(THREE))
+    log = json.loads(out)
+    assert code == 1 and log["version"] == "2.1.0"
+    run0 = log["runs"][0]
+    assert {r["id"] for r in run0["tool"]["driver"]["rules"]} == {"E0201", "E0102", "E0303"}
+    loc = run0["results"][0]["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"].endswith("three_mistakes.policy") and loc["region"]["startLine"] == 5
+
+
+def test_check_directory_merges_files(tmp_path, capsys):
+    (tmp_path / "a.policy").write_text('gpu h100 { product "H" memory 80Gi }\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.policy").write_text("quota q {\n  gpus 8\n  gpus 4 of h100\n}\n")
+    (tmp_path / "notes.txt").write_text("not a policy {")
+    code, out, _ = run(capsys, "check", str(tmp_path))
+    assert code == 0 and "checked 2 files" in out
+
+
+def test_check_undecodable_bytes_is_a_diagnostic(tmp_path, capsys):
+    bad = tmp_path / "bad.policy"
+    bad.write_bytes(b"quota q {\n  gpus 8 \xff\xfe\n}\n")
+    code, out, _ = run(capsys, "check", str(bad))
+    assert code == 1 and "E0004" in out and "Traceback" not in out
+
+
+def test_fmt_check_lists_changes_and_fmt_fixes_them(tmp_path, capsys):
+    p = tmp_path / "q.policy"
+    p.write_text("quota q {   gpus 8 }\n")
+    code, out, _ = run(capsys, "fmt", "--check", str(p))
+    assert code == 1 and f"would reformat {p}" in out and p.read_text() == "quota q {   gpus 8 }\n"
+    assert run(capsys, "fmt", str(p))[0] == 0
+    assert p.read_text() == "quota q {\n  gpus 8\n}\n"
+    assert run(capsys, "fmt", "--check", str(p))[0] == 0
+
+
+def test_fmt_leaves_files_with_syntax_errors_alone(tmp_path, capsys):
+    p = tmp_path / "q.policy"
+    p.write_text("quota q { gpus }\n")
+    code, _, err = run(capsys, "fmt", str(p))
+    assert code == 1 and "E0001" in err and p.read_text() == "quota q { gpus }\n"
+
+
+def test_bench_check_json(capsys):
+    code, out, _ = run(capsys, "bench", "check", "60", "--repeat", "1", "--json")
+    result = json.loads(out)
+    assert result["blocks"] == 60 and result["errors"] == 0
+    assert result["parse_ms"] > 0 and result["check_ms"] > 0 and result["budget_ms"] == 60.0
+    assert code in (0, 1) and (code == 0) == result["within_budget"]
+
+
+def test_bench_check_rejects_bad_n(capsys):
+    code, _, err = run(capsys, "bench", "check", "0")
+    assert code == 2 and "N must be" in err

@@ -1,0 +1,59 @@
+"""Any text ends in diagnostics, never an exception or a hang: random text and mutations of valid policies."""
+
+import os
+import pathlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lang
+from lang.format import FormatError
+
+HERE = pathlib.Path(__file__).parent
+SEEDS = [(HERE / "fixtures" / "contract.policy").read_text(), (HERE / "golden" / "valid_everything.policy").read_text()]
+EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ALPHABET = st.sampled_from(list('abgpuorqt{}[]()"#=<>!&|.,;*-+ \n\t0123456789Gim\\\ufffd') + ["gpus", "for", "when", "quota", "and", " or ", "none"])
+
+
+def must_not_crash(text: str) -> None:
+    ps, diags = lang.compile_policies([("f.policy", text)])
+    assert ps is not None or any(d.severity == "error" for d in diags)
+    for d in diags:
+        assert d.code and d.message and d.span.path == "f.policy" and d.span.line >= 0
+    try:
+        out = lang.format_source(text, "f.policy")
+    except FormatError as exc:
+        assert exc.diagnostics
+    else:
+        assert lang.format_source(out, "f.policy") == out
+
+
+@FUZZ
+@given(st.text(max_size=300))
+def test_random_text(text):
+    must_not_crash(text)
+
+
+@FUZZ
+@given(st.lists(ALPHABET, max_size=120).map("".join))
+def test_random_policy_like_tokens(text):
+    must_not_crash(text)
+
+
+@FUZZ
+@given(st.sampled_from(SEEDS), st.data())
+def test_mutations_of_valid_policies(seed, data):
+    text = seed
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(text)))
+        op = data.draw(st.sampled_from(["delete", "insert", "swap"]))
+        if op == "delete":
+            text = text[:i] + text[i + data.draw(st.integers(1, 12)) :]
+        elif op == "insert":
+            text = text[:i] + data.draw(ALPHABET) + text[i:]
+        else:
+            j = data.draw(st.integers(0, len(text)))
+            a, b = sorted((i, j))
+            text = text[:a] + text[b:] + text[a:b]
+    must_not_crash(text)
