@@ -121,6 +121,7 @@ class Case(_Strict):
 class TestFile(_Strict):
     """A `*.test.yaml` file: defaults for its cases, then the cases."""
 
+    __test__ = False  # not a pytest test class, despite the name
     cluster: str | dict[str, Any] | None = None
     now: float | int | None = None
     cases: list[Case] = Field(min_length=1)
