@@ -1,0 +1,280 @@
+"""Property tests: the evaluator against a brute-force search on small clusters (≤ 12 nodes, 2–3 levels).
+
+The brute force reads node eligibility and topology paths from the raw Node objects and
+searches every domain of the level itself. Which device a bound shared pod sits on is
+a modeling choice of the index (the API does not say), so the brute force starts from
+the index's device states and re-derives everything else.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from placement_builders import BLOCK, H100, HOST, L4, MODELS, RACK, node, pod
+
+from policy.placement import GangRequest, PlacementIndex
+from policy.placement.aggregates import SHAPES
+from policy.placement.devices import FULL, Demand
+from policy.subject import PodSet
+
+EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+THREE = [("t", [("block", BLOCK), ("rack", RACK), ("host", HOST)])]
+TWO = [("t", [("rack", RACK), ("host", HOST)])]
+
+
+@st.composite
+def clusters(draw):
+    """(topologies, nodes, pods) of a small cluster with some usage and some excluded nodes."""
+    topologies = draw(st.sampled_from([THREE, TWO]))
+    count = draw(st.integers(1, 12))
+    nodes, pods = [], []
+    for i in range(count):
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        state = draw(st.sampled_from(["ok"] * 6 + ["cordoned", "notready", "tainted"]))
+        nodes.append(node(
+            f"n{i}", f"b{draw(st.integers(0, 1))}", f"r{draw(st.integers(0, 1))}", gpus=gpus,
+            product=draw(st.sampled_from([H100, H100, L4])), cordoned=state == "cordoned", ready=state != "notready",
+            taints=[{"key": "maint", "effect": "NoSchedule"}] if state == "tainted" else [],
+        ))
+        used = draw(st.integers(0, gpus))
+        if used:
+            pods.append(pod(f"w{i}", f"n{i}", gpus=used))
+        if used < gpus:  # bound pods never overcommit a node: the scheduler and device plugin see to it
+            for j in range(draw(st.integers(0, 3))):
+                pods.append(pod(f"s{i}-{j}", f"n{i}", share=draw(st.sampled_from(["0.25", "0.5"]))))
+    return topologies, nodes, pods
+
+
+DEMANDS = st.one_of(
+    st.builds(lambda k: (k * FULL, None), st.sampled_from([1, 2, 3, 4])),
+    st.builds(lambda f: (f, f), st.sampled_from([250, 500])),
+)
+
+
+def _eligible(n: dict) -> bool:
+    spec, status = n["spec"], n["status"]
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status["conditions"])
+    return ready and not spec.get("unschedulable") and not spec.get("taints")
+
+
+def _node_max(idx: PlacementIndex, n: dict, gpus: int, fraction, per_gpu, product) -> int:
+    """Pods of one demand a node takes, by adding them one at a time to any device that still has room."""
+    labels = n["metadata"]["labels"]
+    if not _eligible(n) or (product and labels["nvidia.com/gpu.product"] != product):
+        return 0
+    state = idx.nodes[n["metadata"]["name"]]
+    whole_free = state.free_whole()
+    devices = [[FULL - f, s] for f, s, _m in state.partial_states()]
+    placed = 0
+    if fraction is None:
+        k = gpus // FULL
+        while whole_free >= k:
+            whole_free -= k
+            placed += 1
+        return placed
+    devices += [[0, 0] for _ in range(whole_free)]
+    progress = True
+    while progress:
+        progress = False
+        for dev in devices:
+            if dev[0] + fraction <= FULL and (per_gpu is None or dev[1] < per_gpu):
+                dev[0] += fraction
+                dev[1] += 1
+                placed += 1
+                progress = True
+                break
+    return placed
+
+
+def _domains(topologies, nodes, level: int) -> dict[tuple, list[dict]]:
+    labels = [label for _lv, label in topologies[0][1]]
+    out: dict[tuple, list[dict]] = {}
+    for n in nodes:
+        path = tuple(n["metadata"]["labels"][label] for label in labels[: level + 1])
+        out.setdefault(path, []).append(n)
+    return out
+
+
+@SETTINGS
+@given(clusters(), DEMANDS, st.integers(1, 12), st.data())
+def test_fits_exactly_when_brute_force_finds_a_domain(cluster, demand, count, data):
+    topologies, nodes, pods = cluster
+    levels = topologies[0][1]
+    level = data.draw(st.integers(0, len(levels) - 1))
+    per_gpu = data.draw(st.sampled_from([None, 2])) if demand[1] else None
+    product = data.draw(st.sampled_from([None, H100, L4]))
+    idx = PlacementIndex(topologies, MODELS)
+    for n in nodes:
+        idx.apply_node("ADDED", n)
+    for p in pods:
+        idx.apply_pod("ADDED", p)
+    gpus, fraction = demand
+    gang = GangRequest((PodSet("w", count, gpus, fraction=fraction, gpu_product=product),), required=levels[level][0], per_gpu=per_gpu)
+    got = idx.query(gang)
+
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    caps = {}
+    for path, members in _domains(topologies, nodes, level).items():
+        caps[path] = sum(_node_max(idx, n, gpus, fraction, per_gpu, product) for n in members)
+    fitting = {path: cap for path, cap in caps.items() if cap >= count}
+    assert got.fits == bool(fitting), (got.reason, caps)
+    if not got.fits:
+        return
+    chosen = next(path for path in fitting if path[-1] == got.domain)
+    assert fitting[chosen] == min(fitting.values()), "the chosen domain is a tightest fit"
+    assert sum(got.nodes.values()) == count
+    for name, pods_here in got.nodes.items():
+        n = by_name[name]
+        assert _eligible(n)
+        assert tuple(n["metadata"]["labels"][label] for _lv, label in levels[: level + 1]) == chosen
+        assert pods_here <= _node_max(idx, n, gpus, fraction, per_gpu, product), "never more than the node has free"
+
+
+@SETTINGS
+@given(clusters(), st.integers(1, 6), st.integers(1, 6), st.sampled_from([1000, 2000]), st.data())
+def test_mixed_gangs_are_sound(cluster, a, b, big, data):
+    topologies, nodes, pods = cluster
+    levels = topologies[0][1]
+    level = data.draw(st.integers(0, len(levels) - 1))
+    idx = PlacementIndex(topologies, MODELS)
+    for n in nodes:
+        idx.apply_node("ADDED", n)
+    for p in pods:
+        idx.apply_pod("ADDED", p)
+    gang = GangRequest((PodSet("big", a, big), PodSet("small", b, 250, fraction=250)), required=levels[level][0])
+    got = idx.query(gang)
+    if not got.fits:
+        return
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    paths = {tuple(by_name[name]["metadata"]["labels"][label] for _lv, label in levels[: level + 1]) for name in got.nodes}
+    assert len(paths) == 1, "one domain of the required level"
+    for name in got.nodes:
+        state = idx.nodes[name]
+        whole = sum(k for node_name, i, k in got.assignments if node_name == name and i == 0) * (big // FULL)
+        shares = sum(k for node_name, i, k in got.assignments if node_name == name and i == 1)
+        assert _eligible(by_name[name])
+        assert whole <= state.free_whole()
+        left_whole = state.free_whole() - whole
+        room = left_whole * 4 + sum(f // 250 for f, _s, _m in state.partial_states())
+        assert shares <= room, "never more than the node has free"
+
+
+def check_aggregates(idx: PlacementIndex) -> None:
+    """Every domain's aggregates and every level bucket equal a recomputation from the node states."""
+    for tree in (idx.flat, *idx.trees.values()):
+        stack = [tree.root]
+        while stack:
+            d = stack.pop()
+            stack.extend(d.children.values())
+            under, todo = [], [d]
+            while todo:
+                x = todo.pop()
+                under.extend(x.nodes)
+                todo.extend(x.children.values())
+            want: dict[str, tuple[dict, dict]] = {}
+            for state in under:
+                c = state.contribution()
+                if c is None:
+                    continue
+                hist, partial = want.setdefault(state.spec.model, ({}, {}))
+                hist[c[0]] = hist.get(c[0], 0) + 1
+                for s in c[1]:
+                    partial[s] = partial.get(s, 0) + 1
+            for model in set(want) | set(d.aggs):
+                agg = d.aggs.get(model)
+                hist, partial = want.get(model, ({}, {}))
+                got_hist = {h: c for h, c in enumerate(agg.hist) if c} if agg else {}
+                assert got_hist == hist, (d.path, model)
+                assert (agg.partial if agg else {}) == partial, (d.path, model)
+                if agg:
+                    assert agg.caps == [sum((h // k) * c for h, c in hist.items()) for k in SHAPES]
+                    if agg.lists is not None:
+                        for i, cap in enumerate(agg.caps):
+                            holders = [c for c, bucket in enumerate(agg.lists[i]) if d in bucket]
+                            assert holders == ([cap] if cap else []), (d.path, model, i)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("bind"), st.integers(0, 11), st.sampled_from(["1", "2", "0.25"])),
+        st.tuples(st.just("unbind"), st.integers(0, 30)),
+        st.tuples(st.just("reserve"), st.sampled_from(["g1", "g2", "g3"]), st.integers(1, 6), st.sampled_from([None, "rack", "host"])),
+        st.tuples(st.just("bindres"), st.sampled_from(["g1", "g2", "g3"])),
+        st.tuples(st.just("release"), st.sampled_from(["g1", "g2", "g3"])),
+        st.tuples(st.just("expire"), st.integers(0, 20)),
+        st.tuples(st.just("cordon"), st.integers(0, 11), st.booleans()),
+    ),
+    max_size=25,
+)
+
+
+def _from_scratch(topologies, nodes: dict, pods: dict, idx: PlacementIndex) -> PlacementIndex:
+    fresh = PlacementIndex(topologies, MODELS)
+    fresh.load(nodes.values(), pods.values())
+    for resv in idx.reservations.by_id.values():
+        for key, (name, demand) in resv.slots.items():
+            fresh._mutate(fresh.nodes[name], lambda: fresh.nodes[name].add(key, demand))
+    return fresh
+
+
+@SETTINGS
+@given(clusters(), OPS)
+def test_reserve_bind_release_expire_match_recomputation(cluster, ops):
+    topologies, node_list, pod_list = cluster
+    topologies = THREE
+    nodes = {n["metadata"]["name"]: n for n in node_list}
+    pods = {p["metadata"]["name"]: p for p in pod_list}
+    idx = PlacementIndex(topologies, MODELS)
+    for n in nodes.values():
+        idx.apply_node("ADDED", n)
+    for p in pods.values():
+        idx.apply_pod("ADDED", p)
+    names = sorted(nodes)
+    made = 0
+    for op in ops:
+        kind = op[0]
+        if kind == "bind":
+            where = names[op[1] % len(names)]
+            ask = Demand(milli=250) if op[2] == "0.25" else Demand(whole=int(op[2]))
+            state = idx.nodes[where]
+            room = state.free_whole() >= ask.whole if ask.whole else state.free_whole() > 0 or any(f >= 250 for f, _s, _m in state.partial_states())
+            if not room:
+                continue  # the scheduler binds only where the pod fits
+            made += 1
+            name = f"x{made}"
+            p = pod(name, where, share=op[2]) if op[2] == "0.25" else pod(name, where, gpus=int(op[2]))
+            pods[name] = p
+            idx.apply_pod("ADDED", p)
+        elif kind == "unbind" and pods:
+            name = sorted(pods)[op[1] % len(pods)]
+            idx.apply_pod("DELETED", pods.pop(name))
+        elif kind == "reserve":
+            result = idx.query(GangRequest((PodSet("w", op[2], 1000),), topology="t", required=op[3]))
+            if result.fits:
+                idx.reserve(op[1], result, expires_at=float(op[2] * 3))
+        elif kind == "bindres":
+            resv = idx.reservations.get(op[1])
+            if resv is not None:
+                made += 1
+                where = next(iter(resv.slots.values()))[0]
+                p = pod(f"x{made}", where, gpus=1, annotations={"allot.dev/reservation": op[1]})
+                pods[p["metadata"]["name"]] = p
+                idx.apply_pod("ADDED", p)
+        elif kind == "release":
+            idx.release(op[1])
+        elif kind == "expire":
+            idx.expire(float(op[1]))
+        elif kind == "cordon":
+            name = names[op[1] % len(names)]
+            n = dict(nodes[name], spec=dict(nodes[name]["spec"], unschedulable=op[2]))
+            nodes[name] = n
+            idx.apply_node("MODIFIED", n)
+        check_aggregates(idx)
+    fresh = _from_scratch(topologies, nodes, pods, idx)
+    check_aggregates(fresh)
+    for name in names:
+        assert idx.free_milli(name) == fresh.free_milli(name), name
+        assert idx.nodes[name].whole_used == fresh.nodes[name].whole_used
