@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from policy.decision import Decision
 from policy.testing_expect import Mismatch, compare_decision
+from policy.testing_patch import apply_patch
 
 DEFAULT_NOW = 1_800_000_000.0  # a fixed instant (2027-01-15) so cases never depend on the wall clock
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -86,25 +87,20 @@ class Expect(_Strict):
         return "placement" in self.model_fields_set
 
 
-class Case(_Strict):
-    """One request against one cluster state, with its expectations."""
+class Send(_Strict):
+    """One request to send: a manifest plus how to wrap it, or a full AdmissionReview."""
 
-    name: str = Field(min_length=1)
-    cluster: str | dict[str, Any] | None = None  # path relative to the test file, or an inline List
-    now: float | int | None = None
     request: dict[str, Any]  # a manifest, or a full AdmissionReview (kind: AdmissionReview)
+    now: float | int | None = None  # seconds; default: the file's `now`, else DEFAULT_NOW
     user: str | None = None
     groups: list[str] | None = None
     operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"] | None = None
     dry_run: bool | None = Field(default=None, alias="dryRun")
     namespace: str | None = None
     old: dict[str, Any] | None = None  # oldObject for UPDATE/DELETE
-    mutate: bool = True  # decide as the mutating endpoint (patches included) or the validating one
-    mode: Literal["enforce", "warn", "audit"] | None = None  # override every block's mode
-    expect: Expect
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Case":
+    def _wrappable(self) -> "Send":
         if is_review(self.request):
             given = [k for k in WRAP_KEYS if getattr(self, _attr(k)) is not None]
             if given:
@@ -113,6 +109,21 @@ class Case(_Strict):
                 raise ValueError("a full AdmissionReview needs a `request` object")
         elif not isinstance(self.request.get("kind"), str):
             raise ValueError("request manifest needs a `kind`")
+        return self
+
+
+class Case(Send):
+    """One request against one cluster state, with its expectations."""
+
+    name: str = Field(min_length=1)
+    cluster: str | dict[str, Any] | None = None  # path relative to the test file, or an inline List
+    before: list[Send] = Field(default_factory=list)  # admitted first, on the same engine and snapshot
+    mutate: bool = True  # decide as the mutating endpoint (patches included) or the validating one
+    mode: Literal["enforce", "warn", "audit"] | None = None  # override every block's mode
+    expect: Expect
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Case":
         if not self.mutate and (self.expect.patch is not None or self.expect.patched is not None):
             raise ValueError("mutate: false never produces a patch; drop patch/patched or mutate: false")
         return self
@@ -145,7 +156,7 @@ def is_review(obj: dict) -> bool:
     return obj.get("kind") == "AdmissionReview"
 
 
-def build_review(case: Case) -> dict:
+def build_review(case: Send) -> dict:
     """The AdmissionReview the case sends: the full review as given, or the manifest wrapped."""
     if is_review(case.request):
         return case.request
@@ -186,14 +197,29 @@ class CaseResult:
         return self.error is None and not self.mismatches
 
 
-Decide = Callable[[dict, bool], Decision]
+Decide = Callable[[dict, bool, float], Decision]  # (review, mutate, now) -> decision
 
 
-def run_case(case: Case, decide: Decide) -> CaseResult:
-    """Decide the case's request and compare the decision with every expectation."""
+def admit(prior: Send, decide: Decide, now: float) -> Decision:
+    """Send `prior` as the API server does: /mutate, apply its patch, then /validate (which reserves)."""
+    review = build_review(prior)
+    mutated = decide(review, True, now)
+    if not mutated.allowed or not mutated.patch or not review["request"].get("object"):
+        return mutated if not mutated.allowed else decide(review, False, now)
+    patched = {**review, "request": {**review["request"], "object": apply_patch(review["request"]["object"], mutated.patch)}}
+    return decide(patched, False, now)
+
+
+def run_case(case: Case, decide: Decide, now: float = DEFAULT_NOW) -> CaseResult:
+    """Admit the case's `before` requests, then decide its request and compare with every expectation."""
     try:
+        for i, prior in enumerate(case.before):
+            earlier = admit(prior, decide, float(prior.now) if prior.now is not None else now)
+            if not earlier.allowed:
+                why = "; ".join(r.message for r in earlier.denials) or "no reason given"
+                return CaseResult(case.name, error=f"before[{i}] was denied, so the case cannot set up: {why}")
         review = build_review(case)
-        decision = decide(review, case.mutate)
+        decision = decide(review, case.mutate, float(case.now) if case.now is not None else now)
     except Exception as exc:  # an engine bug is a failed case with a one-line reason, not a crash
         return CaseResult(case.name, error=f"{type(exc).__name__}: {exc}")
     obj = review["request"].get("object") or {}

@@ -225,7 +225,7 @@ def _governing(policy_set: Any) -> list[Any]:
     return [*policy_set.quotas, *policy_set.fractions, *policy_set.gangs, *policy_set.agents, *policy_set.rules]
 
 
-def _decider(policy_set: Any, objects: list[dict], now: float, mode: str | None):
+def _decider(policy_set: Any, objects: list[dict], mode: str | None):
     """A fresh engine and snapshot per case, so reservations never leak between cases."""
     try:
         from policy.cluster import ClusterSnapshot
@@ -234,7 +234,7 @@ def _decider(policy_set: Any, objects: list[dict], now: float, mode: str | None)
         raise RuntimeError(f"the policy engine is not built yet ({exc.name} is missing)") from None
     engine = Engine(policy_set, mode_override=mode)
     snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
-    return lambda review, mutate: engine.decide(review["request"], snapshot, now, mutate=mutate)
+    return lambda review, mutate, now: engine.decide(review["request"], snapshot, now, mutate=mutate)
 
 
 def _selected(file: str, case: Case, pattern: str | None) -> bool:
@@ -276,10 +276,10 @@ def _run_one(case: Case, tf: TestFile, target: Target, policy_set: Any, problem:
     try:
         spec = case.cluster if case.cluster is not None else tf.cluster
         objects = clusters.objects(spec, target.path.parent)
-        now = case.now if case.now is not None else tf.now if tf.now is not None else DEFAULT_NOW
-        decide = _decider(policy_set, objects, float(now), case.mode)
+        now = float(tf.now) if tf.now is not None else DEFAULT_NOW
+        decide = _decider(policy_set, objects, case.mode)
     except (ValueError, RuntimeError, OSError, yaml.YAMLError) as exc:
         return CaseResult(case.name, error=str(exc).splitlines()[0])
     except Exception as exc:  # a snapshot or engine constructor bug: a failed case, not a traceback
         return CaseResult(case.name, error=f"{type(exc).__name__}: {exc}")
-    return run_case(case, decide)
+    return run_case(case, decide, now)

@@ -236,3 +236,12 @@ def test_a_full_admission_review_and_a_mode_override(tree, capsys):
     code, lines, _ = allot_test(capsys, "root")
     assert (code, lines[-1]) == (1, "2 passed, 1 failed")
     assert "FAIL root/team/team.test.yaml::wrong under override" in lines
+
+
+def test_a_denied_before_request_fails_the_case_as_an_error(tree, capsys):
+    prior = "\n    before:\n      - request: " + pod("ml", 8, "{team: ml}")
+    write_cases(tree, "  - name: setup fails" + prior + "\n    request: " + pod("ml", 1, "{team: ml}") + "\n    expect: {allowed: true}\n")
+    code, lines, _ = allot_test(capsys, "root")
+    assert (code, lines[-1]) == (1, "0 passed, 1 failed")
+    assert "ERROR root/team/team.test.yaml::setup fails" in lines
+    assert "  before[0] was denied, so the case cannot set up: no-big: too many GPUs: 8" in lines
