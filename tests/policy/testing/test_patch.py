@@ -52,3 +52,27 @@ def test_apply_rejects(name, ops):
 def test_remove_from_list_then_object():
     got = apply_patch(BASE, [{"op": "remove", "path": "/spec/containers/0"}, {"op": "remove", "path": "/metadata/labels/a"}])
     assert got == {"metadata": {"labels": {}}, "spec": {"containers": []}}
+
+
+import os
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
+KEYS = st.text(alphabet="ab/~01.-", min_size=1, max_size=6)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(labels=st.dictionaries(KEYS, st.text(max_size=3), max_size=4), key=KEYS, value=st.text(max_size=5))
+def test_add_then_remove_an_escaped_key_round_trips(labels, key, value):
+    doc = {"metadata": {"labels": dict(labels)}}
+    path = "/metadata/labels/" + _escape(key)
+    added = apply_patch(doc, [{"op": "add", "path": path, "value": value}])
+    assert added["metadata"]["labels"] == {**labels, key: value}
+    removed = apply_patch(added, [{"op": "remove", "path": path}])
+    assert removed["metadata"]["labels"] == {k: v for k, v in labels.items() if k != key}
