@@ -1,6 +1,10 @@
 """The JSONPatch applier behind `patched` expectations (RFC 6902 ops, RFC 6901 escaping)."""
 
+import os
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policy.testing_patch import PatchError, apply_patch
 
@@ -52,12 +56,6 @@ def test_apply_rejects(name, ops):
 def test_remove_from_list_then_object():
     got = apply_patch(BASE, [{"op": "remove", "path": "/spec/containers/0"}, {"op": "remove", "path": "/metadata/labels/a"}])
     assert got == {"metadata": {"labels": {}}, "spec": {"containers": []}}
-
-
-import os
-
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
 KEYS = st.text(alphabet="ab/~01.-", min_size=1, max_size=6)
