@@ -207,7 +207,10 @@ class _Sets:
             from lang import compile_policies
         except ImportError:
             return None, "the policy compiler is not built yet (lang.compile_policies is missing)"
-        sources = [(display(f), f.read_text(encoding="utf-8")) for f in files]
+        try:
+            sources = [(display(f), f.read_text(encoding="utf-8")) for f in files]
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"cannot read the policy set: {exc}"
         try:
             policy_set, diagnostics = compile_policies(sources)
         except Exception as exc:  # a compiler bug must not become a traceback for the user
