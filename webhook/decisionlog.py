@@ -7,17 +7,54 @@ from typing import IO
 
 import orjson
 
+FLUSH_BYTES = 64 * 1024
+FLUSH_SECONDS = 0.25  # at most this much of the log is lost if the process is killed
+
 
 class DecisionLog:
     """Writes decision records as JSON lines to a text or binary stream (None: discard)."""
 
-    def __init__(self, stream: IO | None = sys.stdout, *, requests: bool = False) -> None:
+    def __init__(self, stream: IO | None = sys.stdout, *, requests: bool = False, buffered: bool = False) -> None:
         self.requests = requests
+        self.buffered = buffered  # lines are then written by `flush()` (a periodic task), not one syscall each
+        self._pending = bytearray()
         self._write = None
         if stream is not None:
             buffer = getattr(stream, "buffer", stream)  # bytes straight to the buffer: orjson emits bytes
-            self._write = buffer.write
-            self._flush = getattr(buffer, "flush", lambda: None)
+            self._out = buffer.write
+            self._out_flush = getattr(buffer, "flush", lambda: None)
+            self._write = self._emit
+
+    def _emit(self, line: bytes) -> None:
+        if self.buffered:
+            self._pending += line
+            if len(self._pending) >= FLUSH_BYTES:
+                self.flush()
+        else:
+            self._out(line)
+            self._out_flush()
+
+    def flush(self) -> None:
+        """Write out buffered lines; never raises."""
+        if not self._pending:
+            return
+        data, self._pending = bytes(self._pending), bytearray()
+        try:
+            self._out(data)
+            self._out_flush()
+        except Exception:  # noqa: BLE001 - a full disk must not fail admission
+            pass
+
+    async def flush_periodically(self, interval: float = FLUSH_SECONDS) -> None:
+        """Flush every `interval` seconds until cancelled, then once more."""
+        import asyncio
+
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                self.flush()
+        finally:
+            self.flush()
 
     def record(
         self,
@@ -60,7 +97,6 @@ class DecisionLog:
             line["request"] = request  # the AdmissionReview `request`, so the decision can be replayed
         try:
             self._write(orjson.dumps(line) + b"\n")
-            self._flush()
         except Exception:  # noqa: BLE001 - logging is best effort by design
             pass
 
@@ -70,6 +106,5 @@ class DecisionLog:
             return
         try:
             self._write(orjson.dumps({"ts": round(ts, 6), "uid": uid, "error": stage, "message": message}) + b"\n")
-            self._flush()
         except Exception:  # noqa: BLE001
             pass

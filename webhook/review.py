@@ -145,11 +145,7 @@ def answer(review: Review, *, mutate: bool, state, now: float) -> tuple[Decision
 
 def account(review: Review, decision: Decision, *, endpoint: str, state, now: float, seconds: float, cause: str | None) -> None:
     """Metrics and the decision log line for one answered request."""
-    m = state.metrics
-    m.decisions.labels(endpoint, "allowed" if decision.allowed else "denied").inc()
-    m.latency.labels(endpoint).observe(seconds)
-    for r in decision.reasons:
-        m.block_findings.labels(r.block, r.code, r.mode).inc()
+    state.metrics.count_decision(endpoint, decision.allowed, seconds, decision.reasons)
     state.log.record(
         ts=now,
         uid=review.uid,

@@ -1,16 +1,218 @@
-"""`allot bench serve`: not built yet; says so and exits 2."""
+"""`allot bench serve`: the webhook's req/s and latency over TLS, against a bare aiohttp TLS floor, same run.
+
+    allot bench serve [--requests N] [--json]
+
+Two server processes start side by side: the real `allot serve` (policies/, the
+demo cluster, decision log to a file) and a bare aiohttp TLS handler that only
+parses the JSON and answers. This process is the load generator (keep-alive,
+concurrency 1 and 16, a fixed request count, stops by itself), so neither server
+shares its CPU with the client. Budget: Allot >= 80 % of the floor's req/s and
+p99 <= 1.25x the floor's p99 at both concurrencies.
+"""
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
 import sys
+import tempfile
+import time
+
+BUDGET_RPS = 0.80
+BUDGET_P99 = 1.25
+CONCURRENCY = (1, 16)
 
 
 def add_arguments(parser) -> None:
-    """No options yet."""
-    parser.add_argument("rest", nargs="*")
+    """Options of the serve benchmark."""
+    parser.add_argument("--requests", type=int, default=4000, help="timed requests per server and concurrency (default 4000)")
+    parser.add_argument("--warmup", type=int, default=400, help="untimed requests first (default 400)")
+    parser.add_argument("--policy", metavar="DIR", help="policy set (default: the repository's policies/)")
+    parser.add_argument("--cluster", metavar="FILE", help="cluster snapshot (default: the embedded demo cluster)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (times in milliseconds)")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process, from /proc (0 where /proc is missing)."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _wait_port(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: float = 60.0) -> int:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        text = path.read_text() if path.exists() else ""
+        for line in text.splitlines():
+            if marker in line:
+                return int(line.rsplit(":", 1)[1].strip().split()[0])
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}): {text.strip()[-500:]}")
+        time.sleep(0.05)
+    raise RuntimeError(f"server did not start: {text.strip()[-500:]}")
+
+
+def _bodies() -> list[bytes]:
+    """A realistic mix the API server would send: GPU pod creates, an inference slice, agent traffic, a default."""
+    import copy
+    import uuid
+
+    import orjson
+
+    from webhook.demo_script import steps
+
+    picked = [s for s in steps() if s.review["request"]["operation"] in ("CREATE", "CONNECT")]
+    out = []
+    for s in picked:
+        review = copy.deepcopy(s.review)
+        review["request"]["uid"] = str(uuid.uuid4())
+        review["request"]["dryRun"] = True  # the same decisions on every repetition: no reservations pile up
+        out.append((s.endpoint, orjson.dumps(review)))
+    return out
+
+
+def _serve_floor(cert: str, key: str) -> None:
+    """The floor: aiohttp over TLS (uvloop when present) that parses the JSON and answers allowed."""
+    import asyncio
+    import ssl
+
+    import orjson
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.Response:
+        doc = orjson.loads(await request.read())
+        out = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "response": {"uid": doc["request"]["uid"], "allowed": True}}
+        return web.Response(body=orjson.dumps(out), content_type="application/json")
+
+    async def main() -> None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(cert, key)
+        app = web.Application()
+        app.router.add_post("/mutate", handle)
+        app.router.add_post("/validate", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx, backlog=1024)
+        await site.start()
+        print(f"floor listening on: {runner.addresses[0][1]}", file=sys.stderr, flush=True)
+        await asyncio.Event().wait()
+
+    from webhook.cli.serve import run_loop
+
+    run_loop(main)
+
+
+def _measure(port: int, pid: int, ctx, bodies, *, total: int, warmup: int, concurrency: int) -> dict:
+    import asyncio
+
+    from webhook.cli.serve import run_loop
+    from webhook.loadgen import encode_post, run_load
+
+    requests = [encode_post(f"/{ep}?timeout=10s", body) for ep, body in bodies]
+    out: dict = {}
+
+    async def main() -> None:
+        await run_load("127.0.0.1", port, ctx, requests, total=warmup, concurrency=concurrency)
+        cpu0 = _cpu_seconds(pid)
+        out.update(await run_load("127.0.0.1", port, ctx, requests, total=total, concurrency=concurrency))
+        out["server_cpu_us_per_request"] = (_cpu_seconds(pid) - cpu0) / total * 1e6
+        await asyncio.sleep(0)
+
+    run_loop(main)
+    return out
 
 
 def run(args) -> int:
-    """Report that the benchmark does not exist yet."""
-    print("allot bench serve: not implemented yet", file=sys.stderr)
-    return 2
+    """Start both servers, load each at each concurrency, print figures and ratios."""
+    from webhook.cli import UsageError
+    from webhook.cli.demo import _default_cluster, _default_policy
+    from webhook.serving import self_signed
+    from webhook.tls import client_context
+
+    if args.requests < 100 or args.warmup < 0:
+        raise UsageError("--requests must be at least 100 and --warmup not negative")
+    policy = args.policy or str(_default_policy())
+    cluster = args.cluster or str(_default_cluster())
+    work = pathlib.Path(tempfile.mkdtemp(prefix="allot-bench-serve-"))
+    cert, key, ca = self_signed(str(work / "certs"), "127.0.0.1")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    allot_err, floor_err = work / "allot.err", work / "floor.err"
+    procs = []
+    try:
+        with open(allot_err, "w") as ae, open(floor_err, "w") as fe:
+            allot = subprocess.Popen(
+                [sys.executable, "-m", "webhook", "serve", "--policy", policy, "--cluster", cluster,
+                 "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
+                 "--decision-log", str(work / "decisions.jsonl")],
+                stdout=subprocess.DEVNULL, stderr=ae, env=env)
+            procs.append(allot)
+            floor = subprocess.Popen([sys.executable, "-m", "webhook.cli.bench_serve", "--floor", cert, key],
+                                     stdout=subprocess.DEVNULL, stderr=fe, env=env)
+            procs.append(floor)
+        try:
+            allot_port = _wait_port(allot_err, allot, "allot serve: listening on")
+            floor_port = _wait_port(floor_err, floor, "floor listening on")
+        except RuntimeError as exc:
+            print(f"allot bench serve: error: {exc}", file=sys.stderr)
+            return 2
+        ctx = client_context(ca)
+        bodies = _bodies()
+        results = {}
+        for c in CONCURRENCY:
+            results[f"c{c}"] = {
+                "floor": _measure(floor_port, floor.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c),
+                "allot": _measure(allot_port, allot.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c),
+            }
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    ok = _report(results, args.json, args.requests)
+    return 0 if ok else 1
+
+
+def _report(results: dict, as_json: bool, total: int) -> bool:
+    import json
+
+    ok = True
+    summary = {"requests": total, "budget": {"rps_ratio_min": BUDGET_RPS, "p99_ratio_max": BUDGET_P99}}
+    for key, r in results.items():
+        f, a = r["floor"], r["allot"]
+        rps_ratio = a["rps"] / f["rps"]
+        p99_ratio = a["p99_ms"] / f["p99_ms"]
+        within = rps_ratio >= BUDGET_RPS and p99_ratio <= BUDGET_P99
+        ok &= within
+        summary[key] = {
+            "floor": {k: round(v, 4) for k, v in f.items() if k != "concurrency"},
+            "allot": {k: round(v, 4) for k, v in a.items() if k != "concurrency"},
+            "rps_ratio": round(rps_ratio, 3), "p99_ratio": round(p99_ratio, 3), "within_budget": within,
+        }
+    summary["within_budget"] = ok
+    if as_json:
+        print(json.dumps(summary))
+        return ok
+    print(f"allot bench serve: {total} requests per run, TLS keep-alive on loopback, load generator in its own process")
+    print(f"{'conc':>4}  {'server':<6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/req':>10}")
+    for key, r in results.items():
+        for name in ("floor", "allot"):
+            m = r[name]
+            print(f"{r[name]['concurrency']:>4}  {name:<6} {m['rps']:>8.0f} {m['p50_ms']:>8.3f} {m['p99_ms']:>8.3f} "
+                  f"{m['server_cpu_us_per_request']:>10.0f}")
+        s = summary[key]
+        verdict = "within budget" if s["within_budget"] else "OVER BUDGET"
+        print(f"      ratio  req/s {s['rps_ratio']:.2f} (>= {BUDGET_RPS})  p99 {s['p99_ratio']:.2f} (<= {BUDGET_P99})  {verdict}")
+    return ok
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--floor":
+        _serve_floor(sys.argv[2], sys.argv[3])

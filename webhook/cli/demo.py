@@ -155,7 +155,7 @@ def run(args) -> int:
     async def main() -> None:
         certs_dir = tempfile.mkdtemp(prefix="allot-demo-")
         opts = ServeOptions(policy=str(policy), cluster=str(cluster), host="127.0.0.1", port=0, self_signed=True,
-                            certs_dir=certs_dir, decision_log=decisions, reload_interval=3600, tls_interval=3600)
+                            certs_dir=certs_dir, decision_log=decisions, buffered_log=False, reload_interval=3600, tls_interval=3600)
         try:
             running = await start(opts)
         except StartError as exc:

@@ -1,0 +1,142 @@
+"""The admission.k8s.io/v1 contract over real HTTPS with the real engine, a real policy set and a file snapshot."""
+
+import asyncio
+import base64
+import io
+
+import aiohttp
+import orjson
+import pytest
+
+from webhook import tls
+from webhook.reload import PolicyReloader, PolicySource
+from webhook.serving import ServeOptions, StartError, prepare, start
+
+from wh_harness import pod, review
+from wh_policy import BROKEN, QUOTA_4, write
+
+
+def options(tmp_path, **kw) -> ServeOptions:
+    pdir, cluster = write(tmp_path)
+    base = dict(policy=str(pdir), cluster=str(cluster), host="127.0.0.1", port=0, self_signed=True,
+                certs_dir=str(tmp_path / "certs"), decision_log=io.BytesIO(), buffered_log=False,
+                reload_interval=3600, tls_interval=3600)
+    base.update(kw)
+    return ServeOptions(**base)
+
+
+async def call(session, url, body) -> dict:
+    async with session.post(url, data=orjson.dumps(body)) as resp:
+        assert resp.status == 200
+        return (await resp.json())["response"]
+
+
+def serve(opts, scenario):
+    """Start the real server, run `scenario(running, session)`, stop."""
+    async def main():
+        running = await start(opts)
+        try:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls.client_context(running.ca_path))) as s:
+                return await scenario(running, s)
+        finally:
+            await running.stop()
+
+    return asyncio.run(main())
+
+
+def owned(**kw):
+    labels = {"acme.io/owner": "alice", "team": "team-a", **kw.pop("labels", {})}
+    return pod(labels=labels, **kw)
+
+
+def test_each_contract_field(tmp_path):
+    async def scenario(running, s):
+        base = running.url
+        allowed_body = review(owned(name="small", gpus=1, priority_class="batch"))
+        allowed = await call(s, base + "/validate", allowed_body)
+        mutated = await call(s, base + "/mutate", review(pod(name="nb", gpus=1)))
+        denied = await call(s, base + "/validate", review(owned(name="huge", gpus=7, priority_class="batch")))
+        return allowed_body, allowed, mutated, denied
+
+    allowed_body, allowed, mutated, denied = serve(options(tmp_path), scenario)
+    assert allowed["uid"] == allowed_body["request"]["uid"] and allowed["allowed"] is True
+    assert "patch" not in allowed and "patchType" not in allowed and "warnings" not in allowed
+    # /mutate: defaulted priority and the team label, as a base64 RFC 6902 patch
+    assert mutated["allowed"] is True and mutated["patchType"] == "JSONPatch"
+    ops = {op["path"]: op.get("value") for op in orjson.loads(base64.b64decode(mutated["patch"]))}
+    assert ops["/spec/priorityClassName"] == "batch" and ops["/metadata/labels/team"] == "team-a"
+    # warn-mode rule -> a warning cut to 120 characters
+    assert mutated["warnings"] and all(len(w) <= 120 for w in mutated["warnings"])
+    assert any("acme.io/owner" in w for w in mutated["warnings"])
+    # denial: status code and the quota arithmetic; audit-mode rule -> auditAnnotations
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    assert "3 in use + 7 requested > 8" in denied["status"]["message"]  # 2 running + 1 reserved by "small"
+    assert any("big pod" in v for v in denied["auditAnnotations"].values())
+
+
+def test_dry_run_is_decided_the_same_but_never_reserves(tmp_path):
+    async def scenario(running, s):
+        url = running.url + "/validate"
+        results = []
+        for name, dry in (("a", True), ("b", True), ("c", False), ("d", False), ("e", True)):
+            results.append((await call(s, url, review(owned(name=name, gpus=6, priority_class="batch"), dryRun=dry)))["allowed"])
+        return results
+
+    # 2 in use + 6 fits 8: dry runs leave it so; the first real one reserves, after which nothing fits.
+    assert serve(options(tmp_path), scenario) == [True, True, True, False, False]
+
+
+def test_file_snapshot_is_ready_and_charged(tmp_path):
+    async def scenario(running, s):
+        async with s.get(running.url + "/readyz") as r:
+            ready = (r.status, await r.json())
+        denied = await call(s, running.url + "/validate", review(owned(name="x", gpus=7, priority_class="batch")))
+        return ready, denied
+
+    (status, detail), denied = serve(options(tmp_path), scenario)
+    assert status == 200 and detail["cluster"]["synced"] and detail["cluster"]["source"].startswith("file ")
+    assert detail["policy"]["generation"] == 1 and detail["policy"]["digest"].startswith("sha256:")
+    assert "2 in use" in denied["status"]["message"]  # the running pod in the file holds 2 GPUs
+
+
+def test_reload_keeps_the_running_set_when_the_new_one_is_broken(tmp_path):
+    opts = options(tmp_path)
+    policy_file = tmp_path / "policies" / "test.policy"
+
+    async def scenario(running, s):
+        state = running.state
+        reloader = PolicyReloader(state, PolicySource(opts.policy), interval=3600)
+        reloader._seen = None  # force a look at the files
+        body = lambda n: review(owned(name=n, gpus=3, priority_class="batch"), dryRun=True)  # noqa: E731
+        before = (await call(s, running.url + "/validate", body("a")))["allowed"]
+        policy_file.write_text(BROKEN)
+        rejected = await reloader.check()
+        async with s.get(running.url + "/readyz") as r:
+            ready_broken = (r.status, await r.json())
+        still = (await call(s, running.url + "/validate", body("b")))["allowed"]
+        policy_file.write_text(QUOTA_4)
+        swapped = await reloader.check()
+        after = (await call(s, running.url + "/validate", body("c")))["allowed"]
+        return before, rejected, ready_broken, still, swapped, after, state
+
+    before, rejected, (status, detail), still, swapped, after, state = serve(opts, scenario)
+    assert (before, rejected, still) == (True, False, True)
+    assert status == 200 and detail["policy"]["generation"] == 1 and detail["policy"]["rejected"] == 1
+    assert "gpus eight" not in detail["policy"]["last_error"] and "test.policy:" in detail["policy"]["last_error"]
+    assert (swapped, after) == (True, False)  # quota 4 now: 2 in use + 3 > 4
+    assert state.policy.generation == 2
+    assert state.metrics.value("allot_policy_reloads_total", {"result": "error"}) == 1
+    assert state.metrics.value("allot_policy_reloads_total", {"result": "ok"}) == 2
+
+
+def test_start_refuses_a_broken_set_and_bad_options(tmp_path):
+    opts = options(tmp_path)
+    (tmp_path / "policies" / "test.policy").write_text(BROKEN)
+    with pytest.raises(StartError, match="rejected"):
+        prepare(opts)
+    with pytest.raises(StartError, match="exactly one of --policy"):
+        prepare(options(tmp_path, bundle="x.bundle"))
+    with pytest.raises(StartError, match="--trust"):
+        prepare(options(tmp_path, policy=None, bundle="x.bundle"))
+    with pytest.raises(StartError, match="--self-signed"):
+        prepare(options(tmp_path, self_signed=False))
