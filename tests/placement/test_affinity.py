@@ -1,0 +1,115 @@
+"""Affinity patches apply cleanly (jsonpatch) and keep every member of a gang in one domain."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+from placement_builders import RACK, gang, index, node, pod
+
+from policy.placement import GangPlanner, affinity_patch, reservation_patch
+
+IN_R1 = {"key": RACK, "operator": "In", "values": ["b1-r1"]}
+ZONE = {"key": "zone", "operator": "In", "values": ["z1"]}
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _with_affinity(affinity):
+    p = pod("p", None)
+    if affinity is not None:
+        p["spec"]["affinity"] = affinity
+    return p
+
+
+AFFINITY_CASES = [
+    ("no affinity", None, [[IN_R1]]),
+    ("pod anti-affinity only", {"podAntiAffinity": {}}, [[IN_R1]]),
+    ("preferred node affinity only", {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}, [[IN_R1]]),
+    ("empty terms", {"nodeAffinity": {REQ: {"nodeSelectorTerms": []}}}, [[IN_R1]]),
+    ("one term", {"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [ZONE]}]}}}, [[ZONE, IN_R1]]),
+    ("two terms each get it", {"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [ZONE]}, {"matchFields": []}]}}},
+     [[ZONE, IN_R1], [IN_R1]]),
+    ("already there is not doubled", {"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [IN_R1]}]}}}, [[IN_R1]]),
+]
+
+
+@pytest.mark.parametrize("name,affinity,want_terms", AFFINITY_CASES, ids=[c[0] for c in AFFINITY_CASES])
+def test_affinity_patch_applies_and_ands_into_every_term(name, affinity, want_terms):
+    p = _with_affinity(copy.deepcopy(affinity))
+    before = copy.deepcopy(p)
+    ops = affinity_patch(p, RACK, "b1-r1")
+    patched = jsonpatch.apply_patch(p, ops)
+    assert p == before, "the input is not mutated"
+    terms = patched["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]
+    assert [t.get("matchExpressions") for t in terms] == want_terms
+    if affinity and "podAntiAffinity" in affinity:
+        assert patched["spec"]["affinity"]["podAntiAffinity"] == {}
+
+
+def test_affinity_patch_on_a_pod_template():
+    job = {"kind": "Job", "spec": {"template": {"spec": {"containers": []}}}}
+    patched = jsonpatch.apply_patch(job, affinity_patch(job, RACK, "b1-r2", prefix="/spec/template/spec"))
+    assert patched["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": RACK, "operator": "In", "values": ["b1-r2"]}]}
+    ]
+
+
+@pytest.mark.parametrize("annotations", [None, {}, {"a/b": "c"}])
+def test_reservation_patch_escapes_the_key(annotations):
+    p = pod("p", None, annotations=annotations)
+    if annotations == {}:
+        p["metadata"]["annotations"] = {}
+    patched = jsonpatch.apply_patch(p, reservation_patch(p, "team-a/train"))
+    assert patched["metadata"]["annotations"]["allot.dev/reservation"] == "team-a/train"
+    if annotations:
+        assert patched["metadata"]["annotations"]["a/b"] == "c"
+
+
+def _planner():
+    idx = index([node("a1", rack="r1"), node("a2", rack="r1"), node("b1", rack="r2")])
+    return idx, GangPlanner(idx, ttl=60.0)
+
+
+def test_planner_gives_every_member_the_same_domain_and_reserves_once():
+    idx, planner = _planner()
+    first = planner.plan("team-a/train", gang(3, required="rack"), now=0.0)
+    assert first.fits and first.domain == "b1-r2"
+    assert idx.free_gpus("b1") == 1, "the placement is held"
+    again = planner.plan("team-a/train", gang(3, required="rack"), now=1.0)
+    assert again is first
+    assert idx.free_gpus("b1") == 1, "a second member does not reserve again"
+    other = planner.plan("team-b/other", gang(3, required="rack"), now=1.0)
+    assert other.domain == "b1-r1", "concurrent gangs never double-book"
+
+
+def test_planner_patch_then_bound_members_release_the_hold():
+    idx, planner = _planner()
+    result = planner.plan("team-a/train", gang(2, required="rack"), now=0.0)
+    member = pod("m0", None)
+    patched = jsonpatch.apply_patch(member, planner.patch(member, "team-a/train", result))
+    assert patched["metadata"]["annotations"]["allot.dev/reservation"] == "team-a/train"
+    host = next(iter(result.nodes))
+    free_held = idx.free_gpus(host)
+    patched["spec"]["nodeName"] = host
+    idx.apply_pod("ADDED", patched)
+    assert idx.free_gpus(host) == free_held, "the bound member takes its own held slot, not another GPU"
+    assert len(idx.reservations.get("team-a/train").slots) == 1
+
+
+def test_planner_dry_run_does_not_reserve_and_expiry_frees():
+    idx, planner = _planner()
+    planner.plan("g", gang(4, required="host"), now=0.0, dry_run=True)
+    assert idx.free_gpus("a1") + idx.free_gpus("a2") + idx.free_gpus("b1") == 12
+    planner.plan("g", gang(4, required="host"), now=0.0)
+    assert idx.free_gpus("a1") + idx.free_gpus("a2") + idx.free_gpus("b1") == 8
+    planner.plan("h", gang(1, required="host"), now=61.0)  # g expired meanwhile
+    assert idx.reservations.get("g") is None
+    assert idx.free_gpus("a1") + idx.free_gpus("a2") + idx.free_gpus("b1") == 11
+
+
+def test_unfit_result_gives_no_patch():
+    idx, planner = _planner()
+    result = planner.plan("g", gang(9, required="rack"), now=0.0)
+    assert not result.fits
+    assert planner.patch(pod("m", None), "g", result) == []

@@ -1,0 +1,119 @@
+"""`allot place` and `allot bench place` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from placement_builders import node, pod
+
+from webhook.cli import main
+
+
+def _write(tmp_path, name, objs):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(objs))
+    return str(path)
+
+
+def _cluster(tmp_path):
+    items = [node("a1", rack="r1"), node("a2", rack="r1"), node("b1", rack="r2", gpus=8)]
+    items.append(pod("busy", "a1", gpus=3))
+    return _write(tmp_path, "cluster.yaml", [{"apiVersion": "v1", "kind": "List", "items": items}])
+
+
+def _members(n, gpus=2, group=None):
+    labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
+    out = []
+    for i in range(n):
+        p = pod(f"w{i}", None, gpus=gpus)
+        p["metadata"]["labels"] = labels
+        out.append(p)
+    return out
+
+
+GROUP = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "train", "namespace": "team-a"}, "spec": {"minMember": 2}}
+
+
+@pytest.mark.parametrize(
+    "objs,flags,want_exit,want_domain,want_pods",
+    [
+        (_members(3), ["--required", "rack"], 0, "b1-r2", 3),
+        (_members(3), ["--required", "host"], 0, "b1", 3),
+        (_members(5), ["--required", "host"], 3, None, 0),
+        ([GROUP, *_members(5, group="train")], ["--required", "host"], 0, "a2", 2),
+        (_members(2), ["--topology", "rack=topology.acme.io/rack,host=kubernetes.io/hostname", "--required", "rack"], 0, None, 2),
+    ],
+    ids=["rack", "host", "too-big", "min-member", "custom-topology"],
+)
+def test_place(tmp_path, capsys, objs, flags, want_exit, want_domain, want_pods):
+    code = main(["place", "--cluster", _cluster(tmp_path), *flags, _write(tmp_path, "gang.yaml", objs)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == want_exit
+    assert out["fits"] is (want_exit == 0)
+    assert sum(out["nodes"].values()) == want_pods
+    if want_domain is not None:
+        assert out["domain"] == want_domain
+    assert out["reason"]
+    if want_exit == 3:
+        assert "no host" in out["reason"] and "fits 8 of 5" not in out["reason"]
+
+
+@pytest.mark.parametrize(
+    "args,want_in_err",
+    [
+        (["--cluster", "missing.yaml"], "no such cluster-state file"),
+        (["--topology", "block"], "not declared"),
+        (["--topology", "a=b,a=c"], "appears twice"),
+        (["--required", "zone"], None),
+    ],
+)
+def test_place_usage_errors(tmp_path, capsys, args, want_in_err):
+    gang_file = _write(tmp_path, "gang.yaml", _members(1))
+    base = ["place", "--cluster", _cluster(tmp_path)] if "--cluster" not in args else ["place"]
+    code = main([*base, *args, gang_file])
+    captured = capsys.readouterr()
+    if want_in_err is None:  # an unknown level is an answer, not a usage error
+        assert code == 3 and json.loads(captured.out)["reasons"][0]["code"] == "UnknownLevel"
+        return
+    assert code == 2
+    assert want_in_err in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_place_rejects_a_bad_gang_file(tmp_path, capsys):
+    bad = tmp_path / "gang.yaml"
+    bad.write_text("kind: [unclosed\n")
+    assert main(["place", "--cluster", _cluster(tmp_path), str(bad)]) == 2
+    assert "not YAML" in capsys.readouterr().err
+    other = _write(tmp_path, "cm.yaml", [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}])
+    assert main(["place", "--cluster", _cluster(tmp_path), other]) == 2
+
+
+def test_place_with_a_policy_set(tmp_path, capsys):
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "cluster.policy").write_text(
+        'gpu h100 { product "NVIDIA-H100-80GB-HBM3" memory 80Gi }\n'
+        'topology fabric {\n  block "topology.acme.io/block"\n  rack "topology.acme.io/rack"\n  host "kubernetes.io/hostname"\n}\n'
+    )
+    code = main(["place", "--cluster", _cluster(tmp_path), "--policy", str(policies), "--required", "rack",
+                 _write(tmp_path, "gang.yaml", _members(2))])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["topology"] == "fabric" and out["level"] == "rack"
+
+
+def test_bench_place_small_json(capsys):
+    code = main(["bench", "place", "--nodes", "600", "--queries", "3", "--events", "20", "--baseline-queries", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert set(out["queries"]) == {f"{lv}_{n}" for lv in ("block", "rack", "host") for n in (1, 8, 64, 512)}
+    assert out["queries"]["host_1"]["fits"] == 3 and out["queries"]["host_8"]["fits"] == 0
+    assert out["event_bind_p50_ms"] > 0 and out["load_ms"] > 0
+
+
+def test_bench_place_rejects_unknown_levels(capsys):
+    assert main(["bench", "place", "--levels", "block,zone"]) == 2
+    assert "--levels" in capsys.readouterr().err
