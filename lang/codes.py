@@ -9,6 +9,7 @@ CODES: dict[str, str] = {
     "E0003": "unexpected end of file",
     "E0004": "the file is not valid UTF-8",
     "E0005": "too many syntax errors; the rest of the file was not parsed",
+    "E0006": "expression nested too deeply",
     # E01xx: names and declarations
     "E0101": "unknown subject field",
     "E0102": "unknown GPU model",

@@ -69,10 +69,30 @@ def _end(x) -> tuple[int, int]:
     return x.span.end_line, x.span.end_col
 
 
+MAX_DEPTH = 64  # expression nesting; deeper would exhaust Python's stack in the checker
+
+
+class _TooDeep(Exception):
+    """An expression nested deeper than MAX_DEPTH (reported as E0006)."""
+
+    def __init__(self, span: Span):
+        super().__init__(span)
+        self.span = span
+
+
 class _Builder(lark.Transformer):
     """Applied inline by the LALR parser: lark trees are never built; rules become AST nodes."""
 
     path = "<input>"
+    depth: dict[int, int] = {}  # id(expression node) -> nesting depth, reset per parse
+
+    def nest(self, node, *children):
+        """Record the node's depth; refuse absurd nesting before any recursive pass sees it."""
+        d = 1 + max((self.depth.get(id(c), 0) for c in children), default=0)
+        if d > MAX_DEPTH:
+            raise _TooDeep(node.span)
+        self.depth[id(node)] = d
+        return node
 
     def __default__(self, data, children, meta):  # inlined helper rules (`_sep`, …) stay lark trees
         return Tree(data, children, meta)
@@ -190,37 +210,37 @@ class _Builder(lark.Transformer):
         return ast.Const(None, self.sp(kids))
 
     def index(self, kids):
-        return ast.IndexExpr(kids[0], self.str_(kids[1]), self.sp(kids))
+        return self.nest(ast.IndexExpr(kids[0], self.str_(kids[1]), self.sp(kids)), kids[0])
 
     def has(self, kids):
-        return ast.HasExpr(kids[1], self.sp(kids))
+        return self.nest(ast.HasExpr(kids[1], self.sp(kids)), kids[1])
 
     def paren(self, kids):
-        return ast.Paren(kids[1], self.sp(kids))
+        return self.nest(ast.Paren(kids[1], self.sp(kids)), kids[1])
 
     def not_op(self, kids):
-        return ast.NotExpr(kids[1], self.sp(kids))
+        return self.nest(ast.NotExpr(kids[1], self.sp(kids)), kids[1])
 
     def neg(self, kids):
-        return ast.NegExpr(kids[1], self.sp(kids))
+        return self.nest(ast.NegExpr(kids[1], self.sp(kids)), kids[1])
 
     def or_expr(self, kids):
-        return ast.BoolOp("or", tuple(kids), self.sp(kids))
+        return self.nest(ast.BoolOp("or", tuple(kids), self.sp(kids)), *kids)
 
     def and_expr(self, kids):
-        return ast.BoolOp("and", tuple(kids), self.sp(kids))
+        return self.nest(ast.BoolOp("and", tuple(kids), self.sp(kids)), *kids)
 
     def compare(self, kids):
-        return ast.CompareExpr(str(kids[1]), kids[0], kids[2], self.sp(kids))
+        return self.nest(ast.CompareExpr(str(kids[1]), kids[0], kids[2], self.sp(kids)), kids[0], kids[2])
 
     def arith(self, kids):
-        return ast.ArithExpr(str(kids[1]), kids[0], kids[2], self.sp(kids))
+        return self.nest(ast.ArithExpr(str(kids[1]), kids[0], kids[2], self.sp(kids)), kids[0], kids[2])
 
     def matches(self, kids):
-        return ast.MatchesExpr(kids[0], self.str_(kids[1]), self.sp(kids))
+        return self.nest(ast.MatchesExpr(kids[0], self.str_(kids[1]), self.sp(kids)), kids[0])
 
     def contains(self, kids):
-        return ast.InExpr(kids[0], kids[1], self.sp(kids))
+        return self.nest(ast.InExpr(kids[0], kids[1], self.sp(kids)), kids[0], kids[1])
 
 
 _SETTING_KEYS = {  # the statement's leading keyword token -> Setting.key
@@ -262,12 +282,14 @@ def _parse_decls(text: str, path: str) -> tuple[list, list[Token]]:
     p = _lark()
     with _lock:
         _builder.path = path
+        _builder.depth = {}
         _comments.clear()
         try:
             tree = p.parse(text)
         finally:
             comments = list(_comments)
             _comments.clear()
+            _builder.depth = {}
     return tree, comments
 
 
@@ -304,7 +326,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     try:
         decls, comments = _parse_decls(text, path)
         return _file(path, text, tuple(decls), comments), diags
-    except UnexpectedInput:
+    except (UnexpectedInput, _TooDeep):
         pass
     decls: list[ast.Decl] = []
     comments: list[Token] = []
@@ -320,6 +342,10 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
                 diags.append(error("E0005", f"more than {_MAX_ERRORS} syntax errors; stopped here", Span(path, line, 1, line, 2)))
                 break
             diags.append(describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1))
+            continue
+        except _TooDeep as exc:
+            errors += 1
+            diags.append(error("E0006", f"expression nested more than {MAX_DEPTH} levels deep", exc.span, "split it into several rules or `when` lines"))
             continue
         comments.extend(found)
         decls.extend(found_decls)

@@ -86,3 +86,10 @@ def test_one_bad_block_does_not_hide_the_others():
 def test_not_utf8_is_a_located_error():
     f, diags = lang.parse("quota a {\n  gpus 1 \ufffd\n}\n", "t.policy")
     assert [(d.code, d.span.line, d.span.col) for d in diags] == [("E0004", 2, 10)]
+
+
+@pytest.mark.parametrize("prefix,suffix", [("(" * 500, ")" * 500), ("not " * 500, ""), ("-" * 500, "")])
+def test_absurd_nesting_is_a_diagnostic_not_a_stack_overflow(prefix, suffix):
+    src = f'rule r {{\n  when {prefix}gpus > 0{suffix}\n  deny "x"\n}}\nquota q {{\n  gpus x\n}}\n'
+    _, diags = lang.compile_policies([("t.policy", src)])
+    assert [(d.code, d.span.line) for d in diags] == [("E0006", 2), ("E0001", 6)]
