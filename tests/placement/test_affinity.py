@@ -113,3 +113,35 @@ def test_unfit_result_gives_no_patch():
     result = planner.plan("g", gang(9, required="rack"), now=0.0)
     assert not result.fits
     assert planner.patch(pod("m", None), "g", result) == []
+
+
+def _member(name, gpus=1000, dry_run=False):
+    from policy.subject import Workload
+
+    obj = pod(name, None, gpus=gpus // 1000)
+    return Workload(kind="Pod", name=name, namespace="team-a", gang="train", min_members=3, gpus=gpus, pods=1, dry_run=dry_run, obj=obj)
+
+
+def test_place_member_pins_all_members_to_one_domain():
+    from policy.placement import place_member
+
+    idx, planner = _planner()
+    got = [place_member(planner, _member(f"m{i}"), "fabric", "rack", now=float(i)) for i in range(3)]
+    assert all(m.fits for m in got)
+    assert {m.placement.value for m in got} == {"b1-r2"}
+    assert got[0].placement.reservation == "team-a/train"
+    for m in got:
+        patched = jsonpatch.apply_patch(_member("x").obj, list(m.patch))
+        terms = patched["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [{"key": RACK, "operator": "In", "values": ["b1-r2"]}]}]
+    assert idx.free_gpus("b1") == 1, "reserved once for the gang, not per member"
+
+
+def test_place_member_dry_run_reserves_nothing_and_unfit_explains():
+    from policy.placement import place_member
+
+    idx, planner = _planner()
+    dry = place_member(planner, _member("m0", dry_run=True), "fabric", "rack", now=0.0)
+    assert dry.fits and dry.placement.reservation is None and idx.reservations.get("team-a/train") is None
+    big = place_member(planner, _member("m0", gpus=4000), "fabric", "host", now=0.0)
+    assert not big.fits and big.patch == () and "no host" in big.reason
