@@ -68,6 +68,8 @@ def make_check(block: ir.Agents, identity, compile_when, compile_message, mode: 
 
     def check(ctx: Context) -> None:
         w = ctx.w
+        if not w.agent:  # the engine set `agent` from every identity and the labels: nothing to govern
+            return
         governed, why = governs(w)
         if not governed:
             return

@@ -15,6 +15,7 @@ from typing import Callable
 from lang import ir
 from policy import agents, fraction, gang, priority, quota, rules
 from policy.expr import Levels, compile_condition, compile_expr, compile_template
+from policy.pipeline import build_pipeline
 
 MODES = ("enforce", "warn", "audit")
 
@@ -33,7 +34,11 @@ class Compiled:
     identities: list[Callable] = field(default_factory=list)
     quota_specs: list[quota.QuotaSpec] = field(default_factory=list)
     checks: list[tuple[str, Callable]] = field(default_factory=list)  # (stage, check) in evaluation order
+    check_selectors: list[ir.Expr | None] = field(default_factory=list)  # the `for` the pipeline tests before checks[i]
+    namespace_keys: dict[int, str] = field(default_factory=dict)  # position in `checks` -> the only namespace it can match
     block_ids: list[str] = field(default_factory=list)
+    by_namespace: dict[str, Callable] = field(default_factory=dict)  # namespace -> pipeline of the checks that can apply
+    unkeyed: Callable | None = None  # the pipeline for any other namespace
 
     def mode(self, declared: str) -> str:
         """The effective mode of a block declared with `declared`."""
@@ -85,42 +90,76 @@ def compile_agents(c: Compiled) -> None:
     """Agents blocks: identity first, so an agent is denied before anything else is computed."""
     for a in c.policy.agents:
         check = agents.make_check(a, c.cond(a.identity), c.cond, c.message, c.modes[a.id])
-        c.checks.append(("agents", check))
+        _add(c, "agents", None, check)
 
 
 def compile_priority(c: Compiled) -> None:
     """Priority declarations: default class mutation and unknown-class denial."""
     check = priority.make_check(c.policy.priorities, c.mode("enforce"))
     if check is not None:
-        c.checks.append(("priority", check))
+        _add(c, "priority", None, check)
 
 
 def compile_fractions(c: Compiled) -> None:
     """Fraction blocks."""
     for f in c.policy.fractions:
-        c.checks.append(("fraction", fraction.make_check(f, c.selectors[f.id], c.modes[f.id])))
+        _add(c, "fraction", f.selector, fraction.make_check(f, None, c.modes[f.id]))
 
 
 def compile_quotas(c: Compiled) -> None:
     """Quota blocks and the spec list the per-snapshot ledger is built from."""
     for i, q in enumerate(c.policy.quotas):
         spec = quota.compile_quota(q, i, c.selectors[q.id], c.modes[q.id])
-        c.quota_specs.append(spec)
-        c.checks.append(("quota", quota.make_check(spec)))
+        c.quota_specs.append(spec)  # the ledger tests the selector on live pods itself
+        _add(c, "quota", q.selector, quota.make_check(spec, prefiltered=True))
 
 
 def compile_gangs(c: Compiled) -> None:
     """Gang blocks with their topology requirements' `when` closures."""
     for g in c.policy.gangs:
         whens = tuple(c.cond(t.when) for t in g.topology)
-        c.checks.append(("gang", gang.make_check(g, c.selectors[g.id], whens, c.levels.label, c.modes[g.id])))
+        _add(c, "gang", g.selector, gang.make_check(g, None, whens, c.levels.label, c.modes[g.id]))
 
 
 def compile_rules(c: Compiled) -> None:
     """Rules last, so their `set` patches follow every other block's."""
     for r in c.policy.rules:
-        check = rules.make_check(r, c.selectors[r.id], c.cond(r.when), c.value, c.message, c.modes[r.id])
-        c.checks.append(("rule", check))
+        check = rules.make_check(r, None, c.cond(r.when), c.value, c.message, c.modes[r.id])
+        _add(c, "rule", r.selector, check)
+
+
+def namespace_key(expr: ir.Expr | None) -> str | None:
+    """The namespace a selector requires (`namespace == "x"`, alone or as a conjunct), else None."""
+    if isinstance(expr, ir.Compare) and expr.op == "==":
+        sides = (expr.left, expr.right)
+        for a, b in (sides, sides[::-1]):
+            if isinstance(a, ir.Field) and a.name == "namespace" and isinstance(b, ir.Lit) and isinstance(b.value, str):
+                return b.value
+    if isinstance(expr, ir.And):
+        for item in expr.items:
+            key = namespace_key(item)
+            if key is not None:
+                return key
+    return None
+
+
+def _add(c: Compiled, stage: str, selector: ir.Expr | None, check: Callable) -> None:
+    """Append a check; the pipeline tests `selector` before calling it; note its namespace key."""
+    key = namespace_key(selector)
+    if key is not None:
+        c.namespace_keys[len(c.checks)] = key
+    c.checks.append((stage, check))
+    c.check_selectors.append(selector)
+
+
+def index_by_namespace(c: Compiled) -> None:
+    """Rule indexing (as OPA does): per namespace, a pipeline of only the checks that can apply there."""
+    keyed = c.namespace_keys
+    steps = list(zip(c.check_selectors, (chk for _, chk in c.checks)))
+    c.unkeyed = build_pipeline([s for i, s in enumerate(steps) if i not in keyed], c.levels)
+    c.by_namespace = {
+        ns: build_pipeline([s for i, s in enumerate(steps) if keyed.get(i, ns) == ns], c.levels) for ns in set(keyed.values())
+    }
 
 
 PASSES: list[tuple[str, Callable[[Compiled], None]]] = [
@@ -133,6 +172,7 @@ PASSES: list[tuple[str, Callable[[Compiled], None]]] = [
     ("compile-quotas", compile_quotas),
     ("compile-gangs", compile_gangs),
     ("compile-rules", compile_rules),
+    ("index-by-namespace", index_by_namespace),
 ]
 
 

@@ -18,6 +18,7 @@ from policy.compile import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.fraction import SharerIndex
+from policy.normalize import normalize, normalize_object, pod_demand
 from policy.quota import RESERVATION_TTL, QuotaLedger
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
@@ -30,8 +31,6 @@ class SnapshotState:
     """Incremental indexes over one cluster snapshot: quota usage and GPU sharers."""
 
     def __init__(self, compiled: Compiled, snapshot, to_workload: Callable[[dict], object]):
-        from policy.normalize import pod_demand
-
         self.snapshot = snapshot
         self.quota = QuotaLedger(compiled.quota_specs, to_workload)
         self.sharers = SharerIndex(lambda pod: pod_demand(pod, snapshot))
@@ -48,7 +47,8 @@ class Engine:
         self.policy_set = policy_set
         self.compiled = compile_policy_set(policy_set, mode_override)
         self.mode_override = mode_override
-        self._checks = tuple(check for _, check in self.compiled.checks)
+        self._by_namespace = self.compiled.by_namespace
+        self._unkeyed = self.compiled.unkeyed
         self._identities = tuple(self.compiled.identities)
         self._state: SnapshotState | None = None
 
@@ -65,8 +65,6 @@ class Engine:
         return state
 
     def _live_workload(self, obj: dict, snapshot):
-        from policy.normalize import normalize_object
-
         return self.enrich(normalize_object(obj, snapshot))
 
     def enrich(self, w):
@@ -97,15 +95,12 @@ class Engine:
         reserves its quota charge until the snapshot shows the pod; `reserve=False`
         (offline evaluation, tests) never reserves.
         """
-        from policy.normalize import normalize
-
         w = self.enrich(normalize(request, snapshot))
-        return self.evaluate(w, snapshot, now, mutate=mutate, reserve=reserve)
+        ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))
+        return self._run(ctx, reserve=reserve)
 
     def explain(self, request: dict, snapshot, now: float, *, mutate: bool = False):
         """(Decision, trace, workload): the trace lists (block, location, text) of every step."""
-        from policy.normalize import normalize
-
         w = self.enrich(normalize(request, snapshot))
         ctx = Context(w, snapshot, now, mutate, explain=True, state=self.state_for(snapshot))
         return self._run(ctx, reserve=False), ctx.trace, w
@@ -119,8 +114,7 @@ class Engine:
         w = ctx.w
         if w.problems and w.operation in ("CREATE", "UPDATE"):
             self._problems(ctx)
-        for check in self._checks:
-            check(ctx)
+        self._by_namespace.get(w.namespace, self._unkeyed)(ctx)
         decision = combine(ctx)
         if reserve and decision.allowed and ctx.reserve and not ctx.mutate and not w.dry_run:
             commit_reservations(ctx)

@@ -46,13 +46,24 @@ def attr_name(field: str) -> str:
 
 
 def compile_expr(expr: ir.Expr, levels: Levels | None = None) -> Getter:
-    """A closure computing `expr` on a Workload; booleans for conditions, raw values otherwise."""
-    levels = levels or Levels()
-    return _compile(expr, levels)
+    """A function computing `expr` on a Workload: ONE generated Python function per expression.
+
+    Nested closures cost a call per node; the generated function evaluates the whole
+    expression inline (see `policy/exprgen.py`), with the same semantics as the
+    reference closures of `compile_reference` (a differential test holds them equal).
+    """
+    from policy.exprgen import generate
+
+    return generate(expr, levels or Levels())
+
+
+def compile_reference(expr: ir.Expr, levels: Levels | None = None) -> Getter:
+    """The reference semantics as nested closures (slower; used for level comparisons and tests)."""
+    return _compile(expr, levels or Levels())
 
 
 def compile_condition(expr: ir.Expr | None, levels: Levels | None = None) -> Callable[[object], bool] | None:
-    """A truth-valued closure, or None for "no condition" (always true; callers skip the call)."""
+    """A truth-valued function, or None for "no condition" (always true; callers skip the call)."""
     if expr is None:
         return None
     fn = compile_expr(expr, levels)
@@ -94,15 +105,9 @@ def _compile(e: ir.Expr, levels: Levels) -> Getter:
         return lambda w: not item(w)
     if kind is ir.And:
         items = tuple(_compile(i, levels) for i in e.items)
-        if len(items) == 2:
-            a, b = items
-            return lambda w: bool(a(w)) and bool(b(w))
         return lambda w: all(f(w) for f in items)
     if kind is ir.Or:
         items = tuple(_compile(i, levels) for i in e.items)
-        if len(items) == 2:
-            a, b = items
-            return lambda w: bool(a(w)) or bool(b(w))
         return lambda w: any(f(w) for f in items)
     raise TypeError(f"unknown expression node {kind.__name__}")
 
@@ -110,7 +115,7 @@ def _compile(e: ir.Expr, levels: Levels) -> Getter:
 def _compile_compare(e: ir.Compare, levels: Levels) -> Getter:
     op = _CMP[e.op]
     if ir.Type.LEVEL in (e.left.type, e.right.type):
-        return _compile_level_compare(e, levels)
+        return compile_level_compare(e, levels)
     left, right = _compile(e.left, levels), _compile(e.right, levels)
     if isinstance(e.right, ir.Lit):  # the common shape: field OP literal
         value = e.right.value
@@ -125,7 +130,7 @@ def _compile_compare(e: ir.Compare, levels: Levels) -> Getter:
     return compare
 
 
-def _compile_level_compare(e: ir.Compare, levels: Levels) -> Getter:
+def compile_level_compare(e: ir.Compare, levels: Levels) -> Getter:
     """Subject topology fields hold the requested node label key; a level literal names (topology, level).
 
     Equality compares label keys; ordering compares ranks within the literal's topology (wider < narrower).

@@ -172,9 +172,10 @@ def compile_quota(q: ir.Quota, index: int, selector, mode: str) -> QuotaSpec:
     )
 
 
-def make_check(spec: QuotaSpec) -> Callable[[Context], None]:
-    """The per-request check of one quota: charge the workload, compare with the limits."""
-    qi, block, location, mode, sel, name = spec.index, spec.id, spec.location, spec.mode, spec.selector, spec.name
+def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Context], None]:
+    """The per-request check of one quota; `prefiltered` when the pipeline already tested the selector."""
+    qi, block, location, mode, name = spec.index, spec.id, spec.location, spec.mode, spec.name
+    sel = None if prefiltered else spec.selector
 
     def check(ctx: Context) -> None:
         w = ctx.w
@@ -188,8 +189,11 @@ def make_check(spec: QuotaSpec) -> Callable[[Context], None]:
         requested = w.total_gpus
         explaining = ctx.trace is not None
         if spec.nominal is not None and requested > 0:
-            used, borrowable = ledger.used[qi], ledger.borrowable(qi)
-            over = used + requested > spec.nominal + borrowable
+            used = ledger.used[qi]
+            # Within nominal needs no cohort arithmetic; compute what is borrowable only beyond it.
+            fits_nominal = used + requested <= spec.nominal
+            borrowable = 0 if fits_nominal and not explaining else ledger.borrowable(qi)
+            over = not fits_nominal and used + requested > spec.nominal + borrowable
             if over or explaining:  # messages are built only when someone reads them
                 data = {"used": used, "requested": requested, "nominal": spec.nominal, "borrowable": borrowable}
                 text = (
