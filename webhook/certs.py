@@ -145,3 +145,11 @@ def write_pem(dir, name: str, key, cert: x509.Certificate) -> tuple[pathlib.Path
 def ca_bundle_b64(cert: x509.Certificate) -> str:
     """The CA certificate PEM, base64-encoded, as `webhooks[].clientConfig.caBundle` wants it."""
     return base64.b64encode(cert_pem(cert)).decode("ascii")
+
+
+def read_pem(dir, name: str):
+    """(key, cert) from `<name>.key` and `<name>.crt` in `dir`, as `write_pem` wrote them (e.g. to reuse a CA)."""
+    d = pathlib.Path(dir)
+    key = serialization.load_pem_private_key((d / f"{name}.key").read_bytes(), password=None)
+    cert = x509.load_pem_x509_certificate((d / f"{name}.crt").read_bytes())
+    return key, cert
