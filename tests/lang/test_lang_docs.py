@@ -6,7 +6,7 @@ import re
 import pytest
 
 import lang
-from docs_examples import DOC, doc_examples
+from lang_docs_examples import DOC, doc_examples
 from lang.codes import CODES
 
 EXAMPLES = doc_examples()

@@ -6,7 +6,7 @@ import pytest
 
 import lang
 from lang.format import FormatError
-from docs_examples import doc_examples
+from lang_docs_examples import doc_examples
 
 HERE = pathlib.Path(__file__).parent
 ROOT = HERE.parents[1]
