@@ -84,6 +84,8 @@ def _src(e: ir.Expr, g: Gen) -> str:
         i, c = g.var(), g.var()
         return f"(({i} := {item}) is not None and ({c} := {container}) is not None and {i} in {c})"
     if kind is ir.Has:
+        if isinstance(e.target, ir.Lit) or _never_none(e.target):
+            return "True" if _never_none(e.target) else "False"
         return f"({_src(e.target, g)} is not None)"
     if kind is ir.Not:
         return f"(not {_src(e.item, g)})"
