@@ -14,6 +14,15 @@ from policy.placement.devices import FULL, Demand, NodeState, device_fit
 
 SHAPES = (1, 2, 4, 8)  # whole-GPU pod sizes with exact per-level buckets; others take the slow path
 SHAPE_INDEX = {k: i for i, k in enumerate(SHAPES)}
+_CAPS_OF: list[tuple[int, ...]] = []  # _CAPS_OF[h] = pods of each shape that h free devices hold
+
+
+def caps_of(h: int) -> tuple[int, ...]:
+    """(h // k for k in SHAPES), memoized."""
+    while len(_CAPS_OF) <= h:
+        n = len(_CAPS_OF)
+        _CAPS_OF.append(tuple(n // k for k in SHAPES))
+    return _CAPS_OF[h]
 
 
 class Agg:
@@ -94,7 +103,7 @@ class Domain:
 class Tree:
     """One declared topology: its root, its levels and the capacity buckets of each level."""
 
-    __slots__ = ("name", "level_names", "labels", "root", "buckets", "domains_at")
+    __slots__ = ("name", "level_names", "labels", "root", "buckets", "domains_at", "_last")
 
     def __init__(self, name: str, levels) -> None:
         self.name = name
@@ -103,13 +112,23 @@ class Tree:
         # buckets[level][model][shape] = list by capacity of insertion-ordered dicts of domains
         self.buckets: list[dict[str, list[list[dict]]]] = [{} for _ in self.level_names]
         self.root = Domain(self, -1, (), None)
+        self._last: tuple = (None, [])
         self.domains_at: list[int] = [0 for _ in self.level_names]
 
     def domains_for(self, path: tuple[str, ...]) -> list[Domain]:
         """The chain root → deepest domain for a node's label path, created on first sight."""
-        chain = [self.root]
-        node = self.root
-        for depth, value in enumerate(path):
+        last_path, last_chain = self._last
+        same = 0
+        if last_path is not None:  # nodes usually arrive rack by rack: reuse the shared prefix
+            limit = min(len(path), len(last_path))
+            while same < limit and path[same] == last_path[same]:
+                same += 1
+            chain = last_chain[: same + 1]
+        else:
+            chain = [self.root]
+        node = chain[-1]
+        for depth in range(same, len(path)):
+            value = path[depth]
             child = node.children.get(value)
             if child is None:
                 child = Domain(self, depth, path[: depth + 1], node)
@@ -117,7 +136,8 @@ class Tree:
                 self.domains_at[depth] += 1
             chain.append(child)
             node = child
-        return chain
+        self._last = (path, chain)
+        return list(chain)
 
     def level_of(self, name: str) -> int | None:
         """Index of a level name, or None."""
@@ -230,7 +250,12 @@ def finish_bulk(tree: Tree) -> None:
         domain = stack.pop()
         stack.extend(domain.children.values())
         for agg in domain.aggs.values():
-            agg.caps = [sum((h // k) * c for h, c in enumerate(agg.hist)) for k in SHAPES]
+            caps = [0] * len(SHAPES)
+            for h, c in enumerate(agg.hist):
+                if c and h:
+                    for i, per in enumerate(caps_of(h)):
+                        caps[i] += per * c
+            agg.caps = caps
             if agg.lists is not None:
                 for i, cap in enumerate(agg.caps):
                     if cap:
