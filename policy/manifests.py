@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from lang import ir
 from policy import manifests_cel as cel
+from policy import manifests_match as match
 from policy.manifests_scope import NamespaceScope, needs_gpu, scope_of, union_scopes
 
 API = "admissionregistration.k8s.io/v1"
@@ -57,6 +58,8 @@ class _Contributor:
     scope: NamespaceScope | None
     enforce: bool
     reads_operation: bool = False
+    conditions: tuple[ir.Expr | None, ...] = ()  # selector, when: what must hold for it to act
+    needs_gpu: bool = False  # by its meaning (quota, fraction, gang, priority default), whatever the conditions
 
 
 def _mentions_operation(*exprs: ir.Expr | None) -> bool:
@@ -69,16 +72,19 @@ def _rule_contributor(r: ir.Rule) -> _Contributor:
         scope=scope_of(r.selector, r.when),
         enforce=r.mode == "enforce",
         reads_operation=_mentions_operation(r.selector, r.when),
+        conditions=(r.selector, r.when),
     )
 
 
 def _block_contributor(b) -> _Contributor:
     # Quotas charge GPUs, fractions govern shared GPUs, gang members are placed by GPUs:
     # a pod without a GPU changes none of their arithmetic (docs/deploy.md).
-    return _Contributor(gpu_only=True, scope=scope_of(b.selector), enforce=b.mode == "enforce")
+    return _Contributor(gpu_only=True, scope=scope_of(b.selector), enforce=b.mode == "enforce",
+                        conditions=(b.selector,), needs_gpu=True)
 
 
-_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=True)  # default / unknown class: any namespace
+# default / unknown class: any namespace, GPU workloads only
+_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=True, needs_gpu=True)
 
 
 def validating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
@@ -145,11 +151,15 @@ def _pod_entry(name: str, path: str, target: Target, contributors: list[_Contrib
     ops = ["CREATE", "UPDATE"] + (["DELETE"] if any(c.reads_operation for c in contributors) else [])
     rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops, "resources": ["pods"], "scope": "Namespaced"}]
     conditions = []
-    if all(c.gpu_only for c in contributors):
+    gpu_only = all(c.gpu_only for c in contributors)
+    if gpu_only:
         conditions.append({"name": "gpu-pod", "expression": cel.gpu_pod_cel()})
+    # What any block's for/when needs, read from the request and the object (labels, namespace,
+    # priority class, identity); with gpu-pod already required, GPU atoms are `true` here.
+    selectors = match.any_block_cel([(c.conditions, c.needs_gpu) for c in contributors], gpu_required=gpu_only)
+    if selectors != match.TRUE:
+        conditions.append({"name": "policy-selectors", "expression": selectors})
     scope = union_scopes(c.scope for c in contributors)
-    if scope is not None and not scope.exact:
-        conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})
     return _entry(name, path, target, rules, conditions, enforce=any(c.enforce for c in contributors),
                   timeout=POD_TIMEOUT, scope=scope, mutating=mutating)
 

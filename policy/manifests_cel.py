@@ -30,6 +30,27 @@ def cel_string(text: str) -> str:
     return json.dumps(text)
 
 
+def _class_char(c: str) -> str:
+    return "\\" + c if c in "\\^[]-" else c
+
+
+def _char_class(body: str, negate: bool) -> str:
+    """An fnmatch `[...]` body as an RE2 class; reversed ranges match nothing, as in fnmatch."""
+    items, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo <= hi:
+                items.append(f"{_class_char(lo)}-{_class_char(hi)}")
+            k += 3
+        else:
+            items.append(_class_char(body[k]))
+            k += 1
+    if not items:  # `[\s\S]` is any character in both RE2 and Python; its negation none
+        return "[\\s\\S]" if negate else "[^\\s\\S]"
+    return f"[{'^' if negate else ''}{''.join(items)}]"
+
+
 def glob_to_re2(glob: str) -> str:
     """An anchored RE2 regex (also valid Python `re`) matching what fnmatch matches for `glob`."""
     out, i, n = [], 0, len(glob)
@@ -52,9 +73,7 @@ def glob_to_re2(glob: str) -> str:
             else:
                 body = glob[i + 1 : j]
                 negate = body.startswith("!")
-                body = body[1:] if negate else body
-                body = "".join("\\" + c if c in "\\^[]" else c for c in body)
-                out.append(f"[{'^' if negate else ''}{body}]")
+                out.append(_char_class(body[1:] if negate else body, negate))
                 i = j
         else:
             out.append(re.escape(ch))
@@ -130,7 +149,7 @@ def identity_cel(expr: ir.Expr | None, positive: bool = True) -> str:
     if isinstance(expr, ir.And):
         return "(" + " && ".join(identity_cel(i, positive) for i in expr.items) + ")"
     if isinstance(expr, ir.Not):
-        return f"!{identity_cel(expr.item, not positive)}"
+        return f"!({identity_cel(expr.item, not positive)})"
     user = _user_cel(expr, positive)
     if user is not None:
         return user
