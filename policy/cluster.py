@@ -69,8 +69,11 @@ class ClusterSnapshot:
         from policy.cluster_text import load_documents  # parsing lives apart: YAML/JSON and locations
 
         snap = cls()
-        for where, obj, kind in load_documents(text):
-            snap._add(obj, where, kind)
+        for where, obj, kind, locate in load_documents(text):
+            try:
+                snap.apply("ADDED", obj, kind=kind)
+            except SnapshotError as exc:
+                raise SnapshotError(f"{locate()}{where}: {exc}") from None
         return snap
 
     def _load(self, obj, where: str, kind: str | None) -> None:
@@ -100,13 +103,15 @@ class ClusterSnapshot:
         """Apply one watch event; returns False when it changed nothing (e.g. deleting an unknown object)."""
         if event not in EVENTS:
             raise SnapshotError(f"event {event!r} is not ADDED, MODIFIED or DELETED")
-        if not isinstance(obj, Mapping):
-            raise SnapshotError(f"expected an object, got {type(obj).__name__}")
+        if type(obj) is not dict:
+            if not isinstance(obj, Mapping):
+                raise SnapshotError(f"expected an object, got {type(obj).__name__}")
+            obj = dict(obj)
         k = obj.get("kind") or kind
         meta = obj.get("metadata")
-        if not isinstance(k, str) or not k:
+        if type(k) is not str or not k:
             raise SnapshotError("object has no kind")
-        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        if type(meta) is not dict or type(meta.get("name")) is not str or not meta.get("name"):
             raise SnapshotError(f"{k} has no metadata.name")
         if obj.get("kind") != k:
             obj = {**obj, "kind": k}  # items of typed lists omit kind; keep it for subscribers

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Iterator, Mapping
+from typing import Callable, Iterator
 
+import orjson  # ~4x faster than json for large `kubectl get -o json` dumps (256k nodes)
 import yaml
 
 from policy.cluster import SnapshotError
@@ -24,9 +25,13 @@ def _documents(text: str) -> list:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SnapshotError(f"line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}") from None
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            try:  # orjson's messages carry no line; json's do (error path only)
+                json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise SnapshotError(f"line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}") from None
+            raise SnapshotError("malformed JSON") from None
         return doc if isinstance(doc, list) else [doc]
     try:
         return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
@@ -36,7 +41,7 @@ def _documents(text: str) -> list:
 
 def _walk(obj, where: str, kind: str | None, path: tuple) -> Iterator[tuple[str, tuple, object, str | None]]:
     """Flatten Lists into (where, index path, object, kind implied by a typed list)."""
-    if isinstance(obj, Mapping):
+    if type(obj) is dict:
         k = obj.get("kind") or kind
         if isinstance(k, str) and k.endswith("List") and isinstance(obj.get("items"), list):
             inner = k[:-4] if k != "List" else None
@@ -61,32 +66,20 @@ def _line_of(text: str, doc_index: int, path: tuple) -> int | None:
         return None
 
 
-def load_documents(text: str) -> Iterator[tuple[str, Mapping, str | None]]:
-    """(where, object, implied kind) for every object in the text; SnapshotError names the line when it can."""
+def load_documents(text: str) -> Iterator[tuple[str, object, str | None, Callable[[], str]]]:
+    """(where, object, implied kind, locate) for every object in the text; `locate()` gives "line N: " lazily."""
     if not isinstance(text, str):
         raise SnapshotError("cluster state must be text")
     docs = _documents(text)
     is_json = text.lstrip().startswith(("{", "["))
     for d, doc in enumerate(docs):
         for where, path, obj, kind in _walk(doc, f"document {d + 1}" if len(docs) > 1 else "document", None, ()):
-            try:
-                check_object(obj, kind)
-            except SnapshotError as exc:
-                line = None if is_json else _line_of(text, d, path)
-                at = f"line {line}: " if line else ""
-                raise SnapshotError(f"{at}{where}: {exc}") from None
-            yield where, obj, kind
+            yield where, obj, kind, _locator(text, d, path, is_json)
 
 
-def check_object(obj, kind: str | None) -> None:
-    """Raise SnapshotError when `obj` could not be applied (no kind, no name, not an object)."""
-    if not isinstance(obj, Mapping):
-        raise SnapshotError(f"expected an object, got {type(obj).__name__}")
-    k = obj.get("kind") or kind
-    meta = obj.get("metadata")
-    if not isinstance(k, str) or not k:
-        raise SnapshotError("object has no kind")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        raise SnapshotError(f"{k} has no metadata.name")
-    if not isinstance(meta.get("namespace", ""), (str, type(None))):
-        raise SnapshotError(f"{k} {meta['name']}: metadata.namespace is not a string")
+def _locator(text: str, doc_index: int, path: tuple, is_json: bool) -> Callable[[], str]:
+    def locate() -> str:
+        line = None if is_json else _line_of(text, doc_index, path)
+        return f"line {line}: " if line else ""
+
+    return locate
