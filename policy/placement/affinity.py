@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
@@ -30,43 +30,51 @@ def _at(obj: Mapping, pointer: str):
     return cur
 
 
-def affinity_patch(pod: Mapping, label: str, value: str, prefix: str = "/spec") -> list[dict]:
-    """Ops adding required node affinity `label In [value]` to the pod spec at `prefix`, ANDed into every existing term."""
-    expr = {"key": label, "operator": "In", "values": [value]}
+def affinity_patch(pod: Mapping, label: str, value: str, prefix: str = "/spec", *, ancestors: Sequence[tuple[str, str]] = ()) -> list[dict]:
+    """Ops adding required node affinity `label In [value]` (after `ancestors`' pairs) to the pod spec at `prefix`, ANDed into every existing term.
+
+    Pass the wider levels as `ancestors` when a level's values repeat across parents
+    (rack `r1` in two blocks): the expressions then name the one domain.
+    """
+    wanted = [{"key": k, "operator": "In", "values": [v]} for k, v in (*ancestors, (label, value))]
     spec = _at(pod, prefix) if prefix else pod
     if not isinstance(spec, Mapping):
-        return [{"op": "add", "path": prefix, "value": {"affinity": _fresh_affinity(expr)}}]
+        return [{"op": "add", "path": prefix, "value": {"affinity": _fresh_affinity(wanted)}}]
     affinity = spec.get("affinity")
     base = f"{prefix}/affinity"
     if not isinstance(affinity, Mapping):
-        return [{"op": "add", "path": base, "value": _fresh_affinity(expr)}]
+        return [{"op": "add", "path": base, "value": _fresh_affinity(wanted)}]
     node_affinity = affinity.get("nodeAffinity")
     if not isinstance(node_affinity, Mapping):
-        return [{"op": "add", "path": f"{base}/nodeAffinity", "value": _fresh_affinity(expr)["nodeAffinity"]}]
+        return [{"op": "add", "path": f"{base}/nodeAffinity", "value": _fresh_affinity(wanted)["nodeAffinity"]}]
     required = node_affinity.get(_REQUIRED)
     req_path = f"{base}/nodeAffinity/{_REQUIRED}"
     if not isinstance(required, Mapping):
-        return [{"op": "add", "path": req_path, "value": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}]
+        return [{"op": "add", "path": req_path, "value": {"nodeSelectorTerms": [{"matchExpressions": _copy(wanted)}]}}]
     terms = required.get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
-        return [{"op": "add", "path": f"{req_path}/nodeSelectorTerms", "value": [{"matchExpressions": [expr]}]}]
+        return [{"op": "add", "path": f"{req_path}/nodeSelectorTerms", "value": [{"matchExpressions": _copy(wanted)}]}]
     ops = []
     for i, term in enumerate(terms):
-        # Terms are ORed: the domain must hold in each, so each gets the expression (ANDed inside it).
+        # Terms are ORed: the domain must hold in each, so each gets the expressions (ANDed inside it).
         exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
         term_path = f"{req_path}/nodeSelectorTerms/{i}"
         if not isinstance(term, Mapping):
-            ops.append({"op": "replace", "path": term_path, "value": {"matchExpressions": [expr]}})
+            ops.append({"op": "replace", "path": term_path, "value": {"matchExpressions": _copy(wanted)}})
         elif isinstance(exprs, list):
-            if expr not in exprs:
-                ops.append({"op": "add", "path": f"{term_path}/matchExpressions/-", "value": dict(expr, values=[value])})
+            ops.extend({"op": "add", "path": f"{term_path}/matchExpressions/-", "value": dict(e, values=list(e["values"]))}
+                       for e in wanted if e not in exprs)
         else:
-            ops.append({"op": "add", "path": f"{term_path}/matchExpressions", "value": [expr]})
+            ops.append({"op": "add", "path": f"{term_path}/matchExpressions", "value": _copy(wanted)})
     return ops
 
 
-def _fresh_affinity(expr: dict) -> dict:
-    return {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}
+def _copy(exprs: list[dict]) -> list[dict]:
+    return [dict(e, values=list(e["values"])) for e in exprs]
+
+
+def _fresh_affinity(exprs: list[dict]) -> dict:
+    return {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": _copy(exprs)}]}}}
 
 
 def reservation_patch(pod: Mapping, reservation_id: str) -> list[dict]:
@@ -107,7 +115,8 @@ class GangPlanner:
         """Affinity to the chosen domain plus the reservation annotation (empty for a whole-topology placement)."""
         if not result.fits or result.label is None or result.domain is None:
             return []
-        return affinity_patch(pod, result.label, result.domain, prefix) + reservation_patch(pod, key)
+        ancestors = tuple(result.path[:-1])  # wider levels too: rack names may repeat across blocks
+        return affinity_patch(pod, result.label, result.domain, prefix, ancestors=ancestors) + reservation_patch(pod, key)
 
     def forget(self, key: str) -> None:
         """Drop the remembered domain and release what is still held."""

@@ -87,6 +87,10 @@ class NodeState:
         spec = self.spec
         if spec is None or not spec.eligible or spec.gpus <= 0:
             return None
+        shared = self.shared
+        if not shared:  # the common case, inlined: this runs twice per pod event
+            free = spec.gpus - self.whole_used
+            return (free if free > 0 else 0), ()
         return self.free_whole(), self.partial_states()
 
     def capacity(self, demand: Demand, per_gpu: int | None = None) -> int:

@@ -223,7 +223,11 @@ class PlacementIndex:
         rid = ((pod.get("metadata") or {}).get("annotations") or {}).get(RESERVATION_ANNOTATION)
         if rid:
             self._consume(rid, node_name, demand)
-        self._mutate(state, lambda: state.add(key, demand))
+        before = state.contribution()  # _mutate, inlined on the hottest path
+        state.add(key, demand)
+        after = state.contribution()
+        if before is not None or after is not None:
+            apply_contribution(state, before, after)
         self._pods[key] = (node_name, demand)
 
     def _pod_demand(self, pod: Mapping) -> Demand | None:

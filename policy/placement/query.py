@@ -230,6 +230,7 @@ def search(index: "PlacementIndex", gang: GangRequest) -> PlacementResult:
             assignments=tuple(assignments),
             demands=demands,
             per_gpu=gang.per_gpu,
+            path=tuple(zip(tree.labels, domain.path)),
         )
     from policy.placement.explain import explain_unfit
 

@@ -50,6 +50,7 @@ class PlacementResult:
     assignments: tuple[tuple[str, int, int], ...] = ()  # (node, demand index, pods)
     demands: tuple[Demand, ...] = ()
     per_gpu: int | None = None
+    path: tuple[tuple[str, str], ...] = ()  # (label, value) of the chosen domain and its ancestors, widest first
 
     @property
     def reason(self) -> str:
@@ -77,6 +78,7 @@ class PlacementResult:
             "level": self.level,
             "label": self.label,
             "domain": self.domain,
+            "path": {label: value for label, value in self.path},
             "nodes": dict(sorted(self.nodes.items())),
             "reason": self.reason,
             "reasons": [r.to_json() for r in self.reasons],

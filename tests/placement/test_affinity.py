@@ -6,7 +6,7 @@ import copy
 
 import jsonpatch
 import pytest
-from placement_builders import RACK, gang, index, node, pod
+from placement_builders import BLOCK, RACK, gang, index, node, pod
 
 from policy.placement import GangPlanner, affinity_patch, reservation_patch
 
@@ -133,7 +133,10 @@ def test_place_member_pins_all_members_to_one_domain():
     for m in got:
         patched = jsonpatch.apply_patch(_member("x").obj, list(m.patch))
         terms = patched["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]
-        assert terms == [{"matchExpressions": [{"key": RACK, "operator": "In", "values": ["b1-r2"]}]}]
+        assert terms == [{"matchExpressions": [
+            {"key": BLOCK, "operator": "In", "values": ["b1"]},  # the wider level too: rack names may repeat
+            {"key": RACK, "operator": "In", "values": ["b1-r2"]},
+        ]}]
     assert idx.free_gpus("b1") == 1, "reserved once for the gang, not per member"
 
 
@@ -145,3 +148,17 @@ def test_place_member_dry_run_reserves_nothing_and_unfit_explains():
     assert dry.fits and dry.placement.reservation is None and idx.reservations.get("team-a/train") is None
     big = place_member(planner, _member("m0", gpus=4000), "fabric", "host", now=0.0)
     assert not big.fits and big.patch == () and "no host" in big.reason
+
+
+def test_affinity_names_every_level_when_rack_names_repeat_across_blocks():
+    a = node("a1", block="b1", rack="r1")
+    b = node("c1", block="b2", rack="r1")
+    for n in (a, b):
+        n["metadata"]["labels"][RACK] = "r1"  # same rack value in both blocks
+    idx = index([a, b], [pod("busy", "a1", gpus=2)])
+    planner = GangPlanner(idx)
+    result = planner.plan("g", gang(3, required="rack"), now=0.0)
+    assert result.fits and result.path == ((BLOCK, "b2"), (RACK, "r1"))
+    patched = jsonpatch.apply_patch(pod("m", None), planner.patch(pod("m", None), "g", result))
+    exprs = patched["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert {e["key"]: e["values"] for e in exprs} == {BLOCK: ["b2"], RACK: ["r1"]}
