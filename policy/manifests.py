@@ -63,7 +63,7 @@ class _Contributor:
 
 
 def _mentions_operation(*exprs: ir.Expr | None) -> bool:
-    return any(e is not None and cel._mentions(e, "operation") for e in exprs)
+    return any(e is not None and cel.mentions(e, "operation") for e in exprs)
 
 
 def _rule_contributor(r: ir.Rule) -> _Contributor:

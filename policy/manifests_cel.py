@@ -118,10 +118,11 @@ def _user_cel(e: ir.Expr, positive: bool) -> str | None:
     return None
 
 
-def _mentions(e: ir.Expr, name: str) -> bool:
+def mentions(e: ir.Expr, name: str) -> bool:
+    """True when the subject field `name` occurs anywhere in `e`."""
     if isinstance(e, ir.Field):
         return e.name == name
-    return any(_mentions(v, name) for v in _children(e))
+    return any(mentions(v, name) for v in _children(e))
 
 
 def _children(e: ir.Expr) -> tuple:
@@ -160,7 +161,7 @@ def identity_cel(expr: ir.Expr | None, positive: bool = True) -> str:
         and isinstance(expr.item.value, str)
     ):
         return f"(has({GROUPS}) && {cel_string(expr.item.value)} in {GROUPS})"
-    if positive and _mentions(expr, "serviceaccount") and not isinstance(expr, ir.Not):
+    if positive and mentions(expr, "serviceaccount") and not isinstance(expr, ir.Not):
         # Any test on serviceaccount is false for a non-service-account user (none compares false),
         # so the service-account username prefix is an exact-enough over-approximation.
         return f"(has({USERNAME}) && {USERNAME}.startsWith({cel_string(SA_PREFIX)}))"

@@ -80,7 +80,7 @@ def _value_cel(target: ir.Expr, test, positive: bool) -> str | None:
 
 
 def _atom(expr: ir.Expr, positive: bool, gpu: str) -> str:
-    """One non-boolean-connective node."""
+    """CEL for one atom (anything but and/or/not)."""
     exact = None
     if isinstance(expr, ir.Compare) and (t := _string_test(expr.left, expr.right, expr.op)):
         target, lit = t[1]
@@ -109,7 +109,7 @@ def _atom(expr: ir.Expr, positive: bool, gpu: str) -> str:
 
 
 def _mentions_identity(expr: ir.Expr) -> bool:
-    return any(cel._mentions(expr, f) for f in ("user", "groups", "serviceaccount"))
+    return any(cel.mentions(expr, f) for f in ("user", "groups", "serviceaccount"))
 
 
 def over(expr: ir.Expr | None, positive: bool = True, gpu: str | None = None) -> str:
