@@ -191,3 +191,21 @@ def test_generated_manifests_are_what_allot_compile_makes_of_policies(tmp_path, 
     assert sorted(fresh) == sorted(p.name for p in committed.iterdir()), "re-run: allot compile --policy policies -o deploy/generated"
     for name, data in fresh.items():
         assert (committed / name).read_bytes() == data, f"deploy/generated/{name} drifted; re-run allot compile"
+
+
+def test_committed_match_conditions_evaluate_on_sample_requests_without_error():
+    import deploy_apiserver as api
+    import deploy_builders as b
+
+    samples = [
+        b.request(obj=b.pod(gpu=True)),
+        b.request(operation="UPDATE", obj=b.pod(), old=b.pod(gpu=True)),
+        b.request(operation="DELETE", obj=None, old=b.pod()),
+        b.request(operation="CONNECT", subresource="exec", obj={"kind": "PodExecOptions"}, user="x", groups=None),
+    ]
+    conditions = [c for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+                  for w in find(kind)["webhooks"] for c in w.get("matchConditions", [])]
+    assert conditions
+    for c in conditions:
+        for req in samples:
+            assert api.evaluate(c["expression"], req) in (True, False)
