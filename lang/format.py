@@ -117,7 +117,7 @@ class _Printer:
         if self.one_line(d):
             self.emit(d.span.line, d.span.end_line, 0, head + ["{}"], "top")
             return
-        self.emit(d.span.line, d.span.line, 0, head + ["{"], ("block", id(d)))
+        self.emit(d.span.line, d.span.line, 0, head + ["{"], ("head", id(d)))
         for s in d.stmts:
             if isinstance(s, ast.Level):
                 self.emit(s.span.line, s.span.end_line, 1, [s.name.name, s.label.raw], ("block", id(d)), (0,), "level")
@@ -126,7 +126,7 @@ class _Printer:
         self.flush_comments(d.span.end_line, 1)
         if self.lines[-1].cells is None:
             self.lines.pop()
-        self.emit(d.span.end_line, d.span.end_line, 0, ["}"], ("block", id(d)))
+        self.emit(d.span.end_line, d.span.end_line, 0, ["}"], ("close", id(d)))
         self.last_src = d.span.end_line
 
 
