@@ -192,10 +192,24 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+_TIMEOUTS: dict[str, float | None] = {}  # the API server sends one value per webhook: parse it once
+
+
 def parse_timeout(text: str | None) -> float | None:
     """Seconds from the API server's `?timeout=` (a Go duration such as `10s`, `1m30s`); None if absent or bad."""
     if not text:
         return None
+    try:
+        return _TIMEOUTS[text]
+    except KeyError:
+        pass
+    value = _parse_duration(text)
+    if len(_TIMEOUTS) < 64:
+        _TIMEOUTS[text] = value
+    return value
+
+
+def _parse_duration(text: str) -> float | None:
     pos, total = 0, 0.0
     for m in _DURATION.finditer(text):
         if m.start() != pos:

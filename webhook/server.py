@@ -29,6 +29,16 @@ def margin(timeout: float) -> float:
     return max(0.05, min(1.0, timeout * 0.1))
 
 
+def _timeout_param(query: str) -> str | None:
+    """The `timeout` query parameter without building a MultiDict (the API server sends only this one)."""
+    if not query:
+        return None
+    for part in query.split("&"):
+        if part.startswith("timeout="):
+            return part[8:]
+    return None
+
+
 def _json(doc: dict, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(doc), status=status, content_type=JSON)
 
@@ -74,7 +84,7 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
             state.log.error(ts=now, uid=exc.uid, stage=exc.reason, message=exc.message)
             return _json(exc.body(), exc.status)
         try:
-            timeout = rv.parse_timeout(request.query.get("timeout")) or state.default_timeout
+            timeout = rv.parse_timeout(_timeout_param(request.query_string)) or state.default_timeout
             budget = timeout - margin(timeout) - (time.perf_counter() - start)
             decision, doc, cause = await _decide(
                 review, mutate=mutate, state=state, now=now, budget=budget, executor=executor

@@ -140,3 +140,16 @@ def test_start_refuses_a_broken_set_and_bad_options(tmp_path):
         prepare(options(tmp_path, policy=None, bundle="x.bundle"))
     with pytest.raises(StartError, match="--self-signed"):
         prepare(options(tmp_path, self_signed=False))
+
+
+@pytest.mark.parametrize("mode,want_allowed", [(None, False), ("warn", True), ("audit", True)])
+def test_mode_override_turns_denials_into_warnings_or_audit(tmp_path, mode, want_allowed):
+    async def scenario(running, s):
+        return await call(s, running.url + "/validate", review(owned(name="huge", gpus=7, priority_class="batch")))
+
+    got = serve(options(tmp_path, mode=mode), scenario)
+    assert got["allowed"] is want_allowed
+    if mode == "warn":
+        assert any("7 requested > 8" in w for w in got["warnings"])
+    if mode == "audit":
+        assert any("7 requested > 8" in v for v in got["auditAnnotations"].values()) and "warnings" not in got

@@ -178,3 +178,22 @@ def test_metrics_and_decision_log_line(pki):
         assert line["duration_ms"] >= 0
 
     asyncio.run(scenario())
+
+
+TIMEOUTS = [
+    # (query value, want_seconds)
+    ("10s", 10.0),
+    ("1m30s", 90.0),
+    ("500ms", 0.5),
+    ("1.5s", 1.5),
+    ("10", None),
+    ("soon", None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("text,want_seconds", TIMEOUTS)
+def test_parse_timeout_reads_go_durations(text, want_seconds):
+    from webhook.review import parse_timeout
+
+    assert parse_timeout(text) == want_seconds
