@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import pathlib
 import time
 from dataclasses import dataclass
 
@@ -137,6 +136,11 @@ class PolicyReloader:
         prev = self.state.policy
         status = PolicyStatus(**{**status.to_json(), "rejected": prev.rejected, "last_error": prev.last_error,
                                  "last_error_at": prev.last_error_at})
+        # Build the new engine's indexes over the snapshot here, on the loop thread (the only
+        # thread that changes the snapshot), so the first request after the swap does not pay.
+        warm = getattr(engine, "state_for", None)
+        if warm is not None and self.state.snapshot is not None:
+            warm(self.state.snapshot)
         self.state.swap_engine(engine, status)
         self.state.metrics.reloads.labels("ok").inc()
         log.info("policy set generation %d loaded from %s (%s)", status.generation, status.source, status.digest)
@@ -182,8 +186,3 @@ class PolicyReloader:
         while True:
             await asyncio.sleep(self.interval)
             await self.check()
-
-
-def is_bundle_path(path: str) -> bool:
-    """True if `path` names a file (not a directory), as `--bundle` expects."""
-    return pathlib.Path(path).is_file()

@@ -153,3 +153,27 @@ def test_mode_override_turns_denials_into_warnings_or_audit(tmp_path, mode, want
         assert any("7 requested > 8" in w for w in got["warnings"])
     if mode == "audit":
         assert any("7 requested > 8" in v for v in got["auditAnnotations"].values()) and "warnings" not in got
+
+
+def test_signed_bundle_loads_and_a_tampered_one_is_refused_on_reload(tmp_path):
+    from webhook import bundle
+
+    pdir, cluster = write(tmp_path)
+    key, pub = bundle.keygen(tmp_path / "ops")
+    path = tmp_path / "policy.bundle.json"
+    path.write_bytes(bundle.encode_bundle([("test.policy", (pdir / "test.policy").read_text())]))
+    bundle.sign(path, key)
+    opts = options(tmp_path, policy=None, bundle=str(path), trust=(str(pub),))
+
+    async def scenario(running, s):
+        reloader = PolicyReloader(running.state, PolicySource(str(path), bundle=True, trust=(str(pub),)))
+        reloader._seen = None
+        data = path.read_bytes()
+        path.write_bytes(data.replace(b"gpus 8", b"gpus 9"))  # same length, digest no longer matches
+        rejected = await reloader.check()
+        got = await call(s, running.url + "/validate", review(owned(name="x", gpus=7, priority_class="batch"), dryRun=True))
+        return rejected, got, running.state.policy
+
+    rejected, got, status = serve(opts, scenario)
+    assert rejected is False and status.generation == 1 and "refused" in status.last_error
+    assert status.source.startswith("bundle ") and got["allowed"] is False  # still the signed quota of 8
