@@ -17,7 +17,7 @@ def where(span: Span) -> str:
 class Context:
     """One decision in progress: the subject, the inputs, and what blocks found so far."""
 
-    __slots__ = ("w", "snapshot", "now", "mutate", "reasons", "blocks", "_patch", "trace", "reserve", "state")
+    __slots__ = ("w", "snapshot", "now", "mutate", "reasons", "blocks", "_patch", "trace", "reserve", "state", "placement", "may_reserve")
 
     def __init__(self, w, snapshot, now: float, mutate: bool, explain: bool = False, state=None):
         self.w = w
@@ -29,7 +29,9 @@ class Context:
         self.blocks: list[str] = []
         self._patch: PatchBuilder | None = None
         self.trace: list[tuple[str, str, str]] | None = [] if explain else None  # (block, location, text)
-        self.reserve: list = []  # (ledger, key, charges) to commit when the request is admitted
+        self.reserve: list = []  # (ledger, charge) to commit when the request is admitted
+        self.placement = None  # policy.decision.Placement of a gang member that fits
+        self.may_reserve = True  # False for offline decisions: placement holds nothing
 
     @property
     def patch(self) -> PatchBuilder:

@@ -28,16 +28,31 @@ _SETATTR = object.__setattr__
 
 
 class SnapshotState:
-    """Incremental indexes over one cluster snapshot: quota usage and GPU sharers."""
+    """Incremental indexes over one cluster snapshot: quota usage, GPU sharers, placement (built on first need)."""
 
     def __init__(self, compiled: Compiled, snapshot, to_workload: Callable[[dict], object]):
         self.snapshot = snapshot
+        self.compiled = compiled
+        self._planner = None
         self.quota = QuotaLedger(compiled.quota_specs, to_workload)
         self.sharers = SharerIndex(lambda pod: pod_demand(pod, snapshot))
         if compiled.quota_specs:
             self.quota.attach(snapshot)
         if any(f.per_gpu is not None for f in compiled.policy.fractions):
             self.sharers.attach(snapshot)
+
+    def planner(self):
+        """The gang planner over this snapshot's placement index (loaded when a gang first needs it)."""
+        if self._planner is None and self.snapshot is not None:
+            from policy.placement import GangPlanner, PlacementIndex
+
+            policy = self.compiled.policy
+            topologies = [(t.name, [(lv.name, lv.label) for lv in t.levels]) for t in policy.topologies]
+            models = {g.product: (g.name, g.memory) for g in policy.gpus}
+            index = PlacementIndex.from_snapshot(self.snapshot, topologies, models)
+            index.attach(self.snapshot)
+            self._planner = GangPlanner(index)
+        return self._planner
 
 
 class Engine:
@@ -97,17 +112,20 @@ class Engine:
         """
         w = self.enrich(normalize(request, snapshot))
         ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))
+        ctx.may_reserve = reserve
         return self._run(ctx, reserve=reserve)
 
     def explain(self, request: dict, snapshot, now: float, *, mutate: bool = False):
         """(Decision, trace, workload): the trace lists (block, location, text) of every step."""
         w = self.enrich(normalize(request, snapshot))
         ctx = Context(w, snapshot, now, mutate, explain=True, state=self.state_for(snapshot))
+        ctx.may_reserve = False
         return self._run(ctx, reserve=False), ctx.trace, w
 
     def evaluate(self, w, snapshot, now: float, *, mutate: bool = False, reserve: bool = True) -> Decision:
         """Decide an already normalized and enriched Workload."""
         ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))
+        ctx.may_reserve = reserve
         return self._run(ctx, reserve=reserve)
 
     def _run(self, ctx: Context, *, reserve: bool) -> Decision:
@@ -151,7 +169,7 @@ _PLAIN_ALLOWS: dict[tuple[str, ...], Decision] = {}  # blocks -> the allowed, fi
 
 def combine(ctx: Context) -> Decision:
     """Findings -> Decision: deny overrides; warn -> warnings; audit -> audit annotations."""
-    if not ctx.reasons and (ctx._patch is None or not ctx.mutate):
+    if not ctx.reasons and ctx.placement is None and (ctx._patch is None or not ctx.mutate):
         # The common answer: building a frozen dataclass costs microseconds, so share one per block list.
         blocks = tuple(dict.fromkeys(ctx.blocks))
         decision = _PLAIN_ALLOWS.get(blocks)
@@ -179,4 +197,5 @@ def combine(ctx: Context) -> Decision:
         audit=audit,
         patch=ctx.patch_ops() if ctx.mutate else (),
         blocks=tuple(dict.fromkeys(ctx.blocks)),
+        placement=ctx.placement,
     )

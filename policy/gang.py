@@ -1,26 +1,45 @@
 """`gang` blocks: `require min_members`, `require topology T.LEVEL [when …]`, `on unplaceable`.
 
-Placement is a separate component (`policy/placement/`). Until it is wired in,
-`place_gang` returns None and a required topology yields the WARNING reason
-`PlacementNotEvaluated` ("placement not evaluated") — never a silent allow.
+A required topology asks the embedded placement evaluator (`policy/placement/`) for
+ONE domain of that level that holds the whole gang now. When it fits, the domain is
+reserved (not for dryRun or offline decisions) and, on the mutating side, a Pod
+member gets required node affinity to it plus the `allot.dev/reservation`
+annotation; every member of the gang gets the same domain. When the evaluator is not
+available (`place_gang` returns None) the block reports `PlacementNotEvaluated` as a
+warning — never a silent allow.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
+from policy.placement import affinity_patch, place_member
+from policy.placement.reservations import RESERVATION_ANNOTATION
 
 
 def place_gang(ctx: Context, topology: str, level: str, label: str):
-    """SEAM for the placement engineer: ask the evaluator for one domain of `level` holding the gang.
+    """Ask the placement evaluator for one domain of `level` holding the gang (None: evaluator unavailable)."""
+    planner = ctx.state.planner() if ctx.state is not None else None
+    if planner is None:
+        return None
+    w = ctx.w
+    if not ctx.may_reserve and not w.dry_run:
+        w = replace(w, dry_run=True)  # offline decisions hold nothing
+    return place_member(planner, w, topology, level, ctx.now)
 
-    Return None when placement is not available (the caller warns), else an object with
-    `fits: bool`, `reason: str`, and for a fit the `Placement` to record and the
-    affinity JSONPatch ops for this member. Not wired yet: always None.
-    """
-    return None
+
+def _record_fit(ctx: Context, m) -> None:
+    """Keep the Placement; on the mutating side pin a Pod member to the domain."""
+    ctx.placement = m.placement
+    w, result = ctx.w, m.result
+    if not ctx.mutate or w.kind != "Pod" or w.obj is None or result.label is None or result.domain is None:
+        return
+    ctx.patch.extend(affinity_patch(w.obj, result.label, result.domain, ancestors=tuple(result.path[:-1])))
+    if m.placement is not None and m.placement.reservation:
+        ctx.patch.set(("metadata", "annotations", RESERVATION_ANNOTATION), m.placement.reservation)
 
 
 def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> Callable[[Context], None]:
@@ -52,10 +71,11 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         result = place_gang(ctx, chosen.topology, chosen.level, label)
         data = {"topology": chosen.topology, "level": chosen.level, "label": label, "gang": w.gang}
         if result is None:
-            text = f"{g.name}: placement not evaluated: topology {chosen.topology}.{chosen.level} is required but the placement evaluator is not wired in yet"
+            text = f"{g.name}: placement not evaluated: topology {chosen.topology}.{chosen.level} is required but no placement evaluator is available"
             ctx.find("PlacementNotEvaluated", block, loc, text, "audit" if mode == "audit" else "warn", data)
             return
         if result.fits:
+            _record_fit(ctx, result)
             ctx.note(block, loc, f"gang fits: {result.reason}")
             return
         on = mode if g.on_unplaceable == "deny" else ("audit" if mode == "audit" else "warn")

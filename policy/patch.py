@@ -34,12 +34,13 @@ def _lookup(obj: object, path: tuple[str, ...]) -> object:
 class PatchBuilder:
     """Collects JSONPatch ops for one original object; `ops()` returns them in a clean apply order."""
 
-    __slots__ = ("obj", "_ops", "_pending")
+    __slots__ = ("obj", "_ops", "_pending", "_raw")
 
     def __init__(self, obj: Mapping | None):
         self.obj = obj if obj is not None else {}
         self._ops: list[dict] = []
         self._pending: dict[tuple[str, ...], dict] = {}  # missing map path -> members to add with it
+        self._raw: list[dict] = []  # ready-made ops of other components (placement's affinity), on paths we never set
 
     def set(self, path: tuple[str, ...], value: object) -> bool:
         """Set the member at `path` to `value`; False (no op) when it already holds that value."""
@@ -61,10 +62,14 @@ class PatchBuilder:
         self._ops.append({"op": op, "path": pointer(path), "value": value})
         return True
 
+    def extend(self, ops) -> None:
+        """Append ops built elsewhere against the same original object (their paths must not overlap ours)."""
+        self._raw.extend(ops)
+
     def ops(self) -> tuple[dict, ...]:
-        """The collected ops: whole-map adds first, then member ops."""
+        """The collected ops: whole-map adds first, then member ops, then ready-made ops."""
         adds = [{"op": "add", "path": pointer(p), "value": v} for p, v in self._pending.items()]
-        return tuple(adds + self._ops)
+        return tuple(adds + self._ops + self._raw)
 
     def __bool__(self) -> bool:
-        return bool(self._ops or self._pending)
+        return bool(self._ops or self._pending or self._raw)
