@@ -36,6 +36,30 @@ _STATEMENTS = {
 }
 
 
+# Common mistakes recognised by the parser state they fail in (lark's match_examples):
+# label -> (example texts, message, help).
+MISTAKES: dict[str, tuple[list[str], str, str]] = {
+    "per-model": (["quota q {\n gpus 16 h100\n}"], "expected `of` between the amount and the GPU model", "write `gpus 16 of h100`"),
+    "memory-floor": (
+        ["fraction f {\n memory >= 10Gi\n}", "fraction f {\n memory 10Gi\n}"],
+        "a fraction's memory floor is written `memory at least Q`",
+        "e.g. `memory at least 10Gi`",
+    ),
+    "per-gpu": (["fraction f {\n per_gpu 4\n}", "fraction f {\n per_gpu <= 4\n}"], "the sharer limit is written `per_gpu at most N`", "e.g. `per_gpu at most 4`"),
+    "topology-name": (["gang g {\n require topology rack\n}"], "a topology requirement names the topology and its level", "e.g. `require topology fabric.rack`"),
+    "allow-verb": (["agents {\n allow pods when x\n}", "agents a {\n allow pods when x\n}", "agents {\n allow pods\n}"], "an `allow` names the verbs first, then the resources", "e.g. `allow create, delete pods`"),
+}
+
+
+def recognise(exc, parse_fn) -> tuple[str, str] | None:
+    """(message, help) when the error matches a known mistake, else None."""
+    try:
+        label = exc.match_examples(parse_fn, {k: v[0] for k, v in MISTAKES.items()}, use_accepts=True)
+    except Exception:  # a broken example must never turn a diagnostic into a crash
+        return None
+    return (MISTAKES[label][1], MISTAKES[label][2]) if label else None
+
+
 def _keywords() -> dict[str, str]:
     from lang.parser import terminal_patterns
 
@@ -56,7 +80,8 @@ def _expected_words(expected: set[str], block: str | None) -> str:
     if names & _TOP and len(names & _TOP) >= 4:
         return "a declaration (`gpu`, `topology`, `priority`, `quota`, `fraction`, `gang`, `agents` or `rule`)"
     if "RBRACE" in names and len(names) >= 4 and block in _STATEMENTS:
-        return f"a statement of a {block} block ({_STATEMENTS[block]}) or `}}`"
+        article = "an" if block[0] in "aeiou" else "a"
+        return f"a statement of {article} {block} block ({_STATEMENTS[block]}) or `}}`"
     if len(names & _EXPR_START) >= 5:
         return "an expression (a field like `gpus`, a string, a number, `not`, `has(…)` or `(`)"
     if names == {"NUMBER"} or names == {"NUMBER", "MINUS"}:
@@ -118,7 +143,7 @@ def _help_for_char(ch: str, rest: str) -> str | None:
     return None
 
 
-def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True) -> Diagnostic:
+def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, parse_fn=None) -> Diagnostic:
     """One diagnostic for a lark UnexpectedInput raised while parsing `text`."""
     from lang.parser import UnexpectedCharacters, UnexpectedToken
 
@@ -148,10 +173,14 @@ def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True) -> D
         if tok.type == "_NL":
             end_line, end_col = line, col + 1
         where = Span(path, line, col, end_line, end_col)
+        known = recognise(exc, parse_fn) if parse_fn else None
+        if known:
+            return error("E0001", known[0], where, known[1])
         if tok.type == "EQUAL" and "CMP" in expected:
             return error("E0001", "expected `==` to compare, found `=`", where, "`=` only appears in `set labels[\"k\"] = …`")
         if tok.type == "NAME" and "RBRACE" in expected and block in _STATEMENTS and len(expected) >= 4:
-            msg = f"unknown statement `{tok.value}` in a {block} block; expected {_STATEMENTS[block]} or `}}`"
+            article = "an" if block[0] in "aeiou" else "a"
+            msg = f"unknown statement `{tok.value}` in {article} {block} block; expected {_STATEMENTS[block]} or `}}`"
         else:
             msg = f"expected {_expected_words(expected, block)}, found {_found(tok)}"
         return error("E0001", msg, where, _help_for_token(tok, expected, block))

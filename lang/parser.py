@@ -293,6 +293,15 @@ def _parse_decls(text: str, path: str) -> tuple[list, list[Token]]:
     return tree, comments
 
 
+def _parse_example(text: str):
+    return _parse_decls(text, "<example>")
+
+
+def bare_parser() -> lark.Lark:
+    """The same grammar without the AST builder: the baseline of `allot bench check`."""
+    return lark.Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual")
+
+
 def _chunks(text: str) -> list[tuple[int, int, int]]:
     """(start offset, end offset, first line) of each top-level block."""
     starts = [m.start() for m in _BLOCK_START.finditer(text)]
@@ -341,7 +350,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
             if errors > _MAX_ERRORS:
                 diags.append(error("E0005", f"more than {_MAX_ERRORS} syntax errors; stopped here", Span(path, line, 1, line, 2)))
                 break
-            diags.append(describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1))
+            diags.append(describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1, parse_fn=_parse_example))
             continue
         except _TooDeep as exc:
             errors += 1

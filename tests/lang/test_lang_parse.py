@@ -93,3 +93,15 @@ def test_absurd_nesting_is_a_diagnostic_not_a_stack_overflow(prefix, suffix):
     src = f'rule r {{\n  when {prefix}gpus > 0{suffix}\n  deny "x"\n}}\nquota q {{\n  gpus x\n}}\n'
     _, diags = lang.compile_policies([("t.policy", src)])
     assert [(d.code, d.span.line) for d in diags] == [("E0006", 2), ("E0001", 6)]
+
+
+@pytest.mark.parametrize("src,want_help", [
+    ("quota q {\n  gpus 8 h100\n}", "write `gpus 16 of h100`"),
+    ("fraction f {\n  memory >= 10Gi\n}", "e.g. `memory at least 10Gi`"),
+    ("fraction f {\n  per_gpu 4\n}", "e.g. `per_gpu at most 4`"),
+    ("gang g {\n  require topology rack\n}", "e.g. `require topology fabric.rack`"),
+    ("agents a {\n  allow pods when x\n}", "e.g. `allow create, delete pods`"),
+])
+def test_common_mistakes_are_recognised(src, want_help):
+    _, diags = lang.parse(src, "t.policy")
+    assert [(d.code, d.help) for d in diags] == [("E0001", want_help)]
