@@ -12,7 +12,7 @@ from policy.placement.aggregates import Tree, add_bulk, apply_contribution, fini
 from policy.placement.capacity import DEFAULT_TOLERATED, Levels, NodeSpec, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.query import demand_of, search
-from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservation
+from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
 from policy.subject import PodSet
 
@@ -32,7 +32,7 @@ def _pod_key(pod: Mapping) -> str:
     return meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 
-class PlacementIndex:
+class PlacementIndex(Reservations):
     """Free GPU capacity by node and topology domain, kept incrementally; answers gang queries."""
 
     def __init__(
@@ -264,55 +264,6 @@ class PlacementIndex:
     def query(self, gang: GangRequest) -> PlacementResult:
         """Where the whole gang fits now (reservations held by others count as used)."""
         return search(self, gang)
-
-    def reserve(self, reservation_id: str, result: PlacementResult, expires_at: float) -> None:
-        """Hold a fitting result's capacity under `reservation_id` until bound, released or expired."""
-        if not result.fits:
-            raise ValueError("only a fitting placement can be reserved")
-        self.release(reservation_id)
-        resv = self.reservations.by_id[reservation_id] = Reservation(reservation_id, expires_at)
-        for node_name, i, count in result.assignments:
-            state = self.nodes.get(node_name)
-            if state is None:
-                continue
-            demand = result.demands[i]
-            held = Demand(demand.whole, demand.milli, demand.memory)
-            for _ in range(count):
-                key = resv.new_key()
-                self._mutate(state, lambda: state.add(key, held, result.per_gpu))
-                resv.slots[key] = (node_name, held)
-
-    def release(self, reservation_id: str) -> bool:
-        """Free everything still held by the reservation; False when there is none."""
-        resv = self.reservations.by_id.pop(reservation_id, None)
-        if resv is None:
-            return False
-        for key, (node_name, _demand) in resv.slots.items():
-            state = self.nodes.get(node_name)
-            if state is not None:
-                self._mutate(state, lambda: state.remove(key))
-        return True
-
-    def expire(self, now: float) -> list[str]:
-        """Release reservations whose expiry is at or before `now`; returns their ids."""
-        due = self.reservations.due(now)
-        for rid in due:
-            self.release(rid)
-        return due
-
-    def _consume(self, rid: str, node_name: str, demand: Demand) -> None:
-        resv = self.reservations.get(rid)
-        if resv is None:
-            return
-        key = resv.find(node_name, demand)
-        if key is None:
-            return
-        where, _held = resv.slots.pop(key)
-        state = self.nodes.get(where)
-        if state is not None:
-            self._mutate(state, lambda: state.remove(key))
-        if not resv.slots:
-            del self.reservations.by_id[rid]  # every member is bound: nothing left to hold
 
     # ---- accessors for tests and tools -------------------------------------------------
     def free_gpus(self, node: str) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from policy.placement.devices import Demand
+from policy.placement.result import PlacementResult
 
 RESERVATION_ANNOTATION = "allot.dev/reservation"  # set on gang members by the mutating webhook
 
@@ -60,3 +61,62 @@ class Ledger:
     def due(self, now: float) -> list[str]:
         """Ids whose expiry is at or before `now`."""
         return [rid for rid, r in self.by_id.items() if r.expires_at <= now]
+
+
+class Reservations:
+    """`PlacementIndex`'s reserve / release / expire: slots are node allocations, so freeing is exact."""
+
+    # Provided by PlacementIndex: the ledger, the nodes, and `_mutate(state, change)` which
+    # applies a node change and pushes it into the aggregates.
+    reservations: Ledger
+    nodes: dict
+
+    def reserve(self, reservation_id: str, result: PlacementResult, expires_at: float) -> None:
+        """Hold a fitting result's capacity under `reservation_id` until bound, released or expired."""
+        if not result.fits:
+            raise ValueError("only a fitting placement can be reserved")
+        self.release(reservation_id)
+        resv = self.reservations.by_id[reservation_id] = Reservation(reservation_id, expires_at)
+        for node_name, i, count in result.assignments:
+            state = self.nodes.get(node_name)
+            if state is None:
+                continue
+            demand = result.demands[i]
+            held = Demand(demand.whole, demand.milli, demand.memory)
+            for _ in range(count):
+                key = resv.new_key()
+                self._mutate(state, lambda: state.add(key, held, result.per_gpu))
+                resv.slots[key] = (node_name, held)
+
+    def release(self, reservation_id: str) -> bool:
+        """Free everything still held by the reservation; False when there is none."""
+        resv = self.reservations.by_id.pop(reservation_id, None)
+        if resv is None:
+            return False
+        for key, (node_name, _demand) in resv.slots.items():
+            state = self.nodes.get(node_name)
+            if state is not None:
+                self._mutate(state, lambda: state.remove(key))
+        return True
+
+    def expire(self, now: float) -> list[str]:
+        """Release reservations whose expiry is at or before `now`; returns their ids."""
+        due = self.reservations.due(now)
+        for rid in due:
+            self.release(rid)
+        return due
+
+    def _consume(self, rid: str, node_name: str, demand: Demand) -> None:
+        resv = self.reservations.get(rid)
+        if resv is None:
+            return
+        key = resv.find(node_name, demand)
+        if key is None:
+            return
+        where, _held = resv.slots.pop(key)
+        state = self.nodes.get(where)
+        if state is not None:
+            self._mutate(state, lambda: state.remove(key))
+        if not resv.slots:
+            del self.reservations.by_id[rid]  # every member is bound: nothing left to hold
+
