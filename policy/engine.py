@@ -17,8 +17,7 @@ from policy.agents import is_marked_agent
 from policy.compile import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
-from policy.fraction import SharerIndex
-from policy.normalize import normalize, normalize_object, pod_demand
+from policy.normalize import normalize, normalize_object
 from policy.quota import RESERVATION_TTL, QuotaLedger
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
@@ -28,18 +27,15 @@ _SETATTR = object.__setattr__
 
 
 class SnapshotState:
-    """Incremental indexes over one cluster snapshot: quota usage, GPU sharers, placement (built on first need)."""
+    """Incremental indexes over one cluster snapshot: quota usage, and placement (built on first need)."""
 
     def __init__(self, compiled: Compiled, snapshot, to_workload: Callable[[dict], object]):
         self.snapshot = snapshot
         self.compiled = compiled
         self._planner = None
         self.quota = QuotaLedger(compiled.quota_specs, to_workload)
-        self.sharers = SharerIndex(lambda pod: pod_demand(pod, snapshot))
         if compiled.quota_specs:
             self.quota.attach(snapshot)
-        if any(f.per_gpu is not None for f in compiled.policy.fractions):
-            self.sharers.attach(snapshot)
 
     def planner(self):
         """The gang planner over this snapshot's placement index (loaded when a gang first needs it)."""

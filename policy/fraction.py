@@ -1,113 +1,33 @@
 """`fraction` blocks: bounds on shared-GPU slices, a VRAM floor, and sharers per physical GPU.
 
-`per_gpu` needs sharers per physical device. Until the placement index exposes
-per-device sharing, `SharerIndex` counts live sharing pods per NODE (incrementally,
-from snapshot events) and compares with `per_gpu x GPUs on the node`; every message
-says that this is what was counted. A pod not yet bound to a node fits when some node
-(of its GPU product, if known) still has a free sharing slot.
+`per_gpu` is checked on the placement index's per-device model (`policy/placement/
+devices.py`): each node's shared devices with the milli taken, memory taken and
+sharers of the live pods bound there (packed best-fit, as the index models them).
+A pod bound to a node (`spec.nodeName` or a hostname node selector) must fit on a
+device of that node; an unbound pod on some device of the cluster. Only when the
+`per_gpu` limit is what stops it (the share would fit without the limit) is it a
+`FractionSharersExceeded` denial; a full cluster is the scheduler's business.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Callable
 
 from lang import ir
 from lang.quantity import format_bytes, format_milli
-from policy.cluster import is_live
 from policy.context import Context, where
-from policy.quota import pod_key
+from policy.placement import GangRequest
+from policy.placement.index import FLAT
+from policy.placement.query import demand_of
+from policy.subject import PodSet
 
 HOSTNAME = "kubernetes.io/hostname"
-
-
-def _gpu_count(node: dict) -> int:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu")
-    try:
-        return max(0, int(str(value))) if value is not None else 0
-    except ValueError:
-        return 0
 
 
 def bound_node(obj) -> str | None:
     """The node a pod is (or must be) on: `spec.nodeName`, else a hostname node selector."""
     spec = (obj or {}).get("spec") or {}
     return spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME)
-
-
-class SharerIndex:
-    """Live GPU-sharing pods per node and a histogram of (product, GPUs, sharers) over nodes."""
-
-    def __init__(self, demand: Callable[[dict], object]):
-        self.demand = demand  # pod -> PodSet (policy.normalize.pod_demand)
-        self.nodes: dict[str, tuple[str | None, int]] = {}  # name -> (product, GPU count)
-        self.sharers: Counter = Counter()  # node -> live sharing pods bound to it
-        self.pods: dict[str, str] = {}  # pod key -> node, for sharing pods
-        self.hist: Counter = Counter()  # (product, gpus, sharers) -> nodes
-
-    def attach(self, snapshot) -> None:
-        """Index the snapshot's nodes and pods once, then follow its events."""
-        if snapshot is None:
-            return
-        for node in snapshot.nodes():
-            self.on_event("ADDED", None, node)
-        for pod in snapshot.pods():
-            self.on_event("ADDED", None, pod)
-        snapshot.subscribe(self.on_event)
-
-    def _hist(self, node: str, sign: int) -> None:
-        if node in self.nodes:
-            product, gpus = self.nodes[node]
-            key = (product, gpus, self.sharers[node])
-            self.hist[key] += sign
-            if self.hist[key] <= 0:
-                del self.hist[key]
-
-    def on_event(self, event: str, old: dict | None, new: dict | None) -> None:
-        """Snapshot callback for Node and Pod changes."""
-        obj = new if new is not None else old
-        if not isinstance(obj, dict):
-            return
-        kind = obj.get("kind")
-        meta = obj.get("metadata") or {}
-        if kind == "Node":
-            name = meta.get("name")
-            self._hist(name, -1)
-            if event == "DELETED" or new is None:
-                self.nodes.pop(name, None)
-                return
-            product = (meta.get("labels") or {}).get("nvidia.com/gpu.product")
-            self.nodes[name] = (product, _gpu_count(new))
-            self._hist(name, +1)
-        elif kind == "Pod":
-            key = pod_key(obj)
-            previous = self.pods.pop(key, None)
-            if previous is not None:
-                self._move(previous, -1)
-            if event == "DELETED" or new is None:
-                return
-            if not is_live(new):
-                return
-            node = (new.get("spec") or {}).get("nodeName")
-            if node and self.demand(new).fraction is not None:
-                self.pods[key] = node
-                self._move(node, +1)
-
-    def _move(self, node: str, delta: int) -> None:
-        self._hist(node, -1)
-        self.sharers[node] += delta
-        self._hist(node, +1)
-
-    def room_somewhere(self, per_gpu: int, product: str | None) -> tuple[bool, int]:
-        """(some node has a free sharing slot, GPU nodes considered)."""
-        considered = 0
-        for (prod, gpus, sharers), count in self.hist.items():
-            if gpus <= 0 or (product is not None and prod != product):
-                continue
-            considered += count
-            if sharers + 1 <= per_gpu * gpus:
-                return True, considered
-        return False, considered
 
 
 def make_check(f: ir.Fraction, selector, mode: str) -> Callable[[Context], None]:
@@ -150,26 +70,34 @@ def _check_floor(ctx: Context, f: ir.Fraction, block: str, location: str, mode: 
 
 
 def _check_sharers(ctx: Context, f: ir.Fraction, block: str, location: str, mode: str) -> None:
-    index: SharerIndex = ctx.state.sharers
-    per_gpu, node = f.per_gpu, bound_node(ctx.w.obj)
-    counted = "counted per node from live pods"
-    if node is not None and node in index.nodes:
-        gpus, sharers = index.nodes[node][1], index.sharers[node]
-        data = {"node": node, "sharers": sharers, "gpus": gpus, "per_gpu": per_gpu}
-        text = f"{f.name}: node {node} has {sharers} sharing pods + 1 on {gpus} GPUs"
-        if sharers + 1 > per_gpu * gpus:
-            ctx.find("FractionSharersExceeded", block, location, f"{text} > {per_gpu} per GPU ({counted})", mode, data)
-        else:
-            ctx.note(block, location, f"{text} <= {per_gpu} per GPU ({counted})")
+    w, per_gpu = ctx.w, f.per_gpu
+    planner = ctx.state.planner() if ctx.state is not None else None
+    index = planner.index if planner is not None else None
+    if index is None or not index.nodes:
+        text = f"{f.name}: per_gpu not evaluated: no GPU node in the cluster state"
+        ctx.find("PerGpuNotEvaluated", block, location, text, "audit" if mode == "audit" else "warn", {"per_gpu": per_gpu})
         return
-    product = ctx.w.gpu_product
-    room, considered = index.room_somewhere(per_gpu, product)
-    data = {"node": node, "per_gpu": per_gpu, "nodes": considered}
-    if considered == 0:
-        text = f"{f.name}: per_gpu not evaluated: no GPU node{' of ' + product if product else ''} in the cluster state"
-        ctx.find("PerGpuNotEvaluated", block, location, text, "audit" if mode == "audit" else "warn", data)
-    elif not room:
-        text = f"{f.name}: every one of {considered} GPU nodes already has {per_gpu} sharing pods per GPU ({counted})"
-        ctx.find("FractionSharersExceeded", block, location, text, mode, data)
+    pod_set = PodSet(w.name or "pod", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)
+    share = format_milli(w.fraction)
+    node = bound_node(w.obj)
+    if node is not None and node in index.nodes:
+        demand = demand_of(pod_set, index.gpu_models)
+        limited, free = index.capacity(node, demand, per_gpu), index.capacity(node, demand, None)
+        sharers = list(index.sharers(node))
+        data = {"node": node, "sharers": sharers, "per_gpu": per_gpu}
+        if limited < 1 <= free:
+            text = f"{f.name}: every GPU of node {node} that could take a {share} share already has {per_gpu} sharing pods (sharers per shared GPU: {sharers}); per_gpu at most {per_gpu}"
+            ctx.find("FractionSharersExceeded", block, location, text, mode, data)
+        else:
+            ctx.note(block, location, f"node {node}: sharers per shared GPU {sharers}, room for this share: {limited}")
+        return
+    limited = index.query(GangRequest((pod_set,), topology=FLAT, per_gpu=per_gpu))
+    if limited.fits:
+        ctx.note(block, location, f"a GPU with fewer than {per_gpu} sharers can take a {share} share: {limited.reason}")
+        return
+    free = index.query(GangRequest((pod_set,), topology=FLAT))
+    if free.fits:
+        text = f"{f.name}: every GPU that could take a {share} share already has {per_gpu} sharing pods; per_gpu at most {per_gpu}"
+        ctx.find("FractionSharersExceeded", block, location, text, mode, {"node": None, "per_gpu": per_gpu})
     else:
-        ctx.note(block, location, f"some node has fewer than {per_gpu} sharers per GPU ({counted}, {considered} nodes)")
+        ctx.note(block, location, f"no GPU can take a {share} share at all (the scheduler will wait): {free.reason}")

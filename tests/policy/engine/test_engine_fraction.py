@@ -54,41 +54,47 @@ def test_memory_is_implied_by_model_times_share():
 
 def _node(name: str, gpus: int) -> dict:
     labels = {"nvidia.com/gpu.product": "NVIDIA-L4", "kubernetes.io/hostname": name}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}
+    status = {"allocatable": {"nvidia.com/gpu": str(gpus)}, "conditions": [{"type": "Ready", "status": "True"}]}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
 
 
 def _sharer(name: str, node: str) -> dict:
-    c = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpumem-percentage": "25", "nvidia.com/gpucores": "25"}}}
+    """A live HAMi pod holding a quarter of one GPU on `node`."""
+    c = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "25", "nvidia.com/gpucores": "25"}}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "inf"}, "spec": {"nodeName": node, "containers": [c]}, "status": {"phase": "Running"}}
 
 
 PER_GPU = fraction("pack", per_gpu=2)
 
 
-@pytest.mark.parametrize(
-    "sharers, node, want_code",
-    [
-        (3, "n1", None),  # 3 + 1 <= 2 per GPU x 2 GPUs
-        (4, "n1", "FractionSharersExceeded"),
-        (4, None, None),  # unbound: n2 still has room
-    ],
-)
-def test_per_gpu_counts_sharers_per_node(sharers, node, want_code):
-    snap = ClusterSnapshot.from_objects([_node("n1", 2), _node("n2", 1)] + [_sharer(f"s{i}", "n1") for i in range(sharers)])
-    engine = Engine(policy(fractions=[PER_GPU]))
+def _new(node: str | None):
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": "inf"}, "spec": {"containers": []}}
     if node:
         obj["spec"]["nodeName"] = node
-    d = engine.evaluate(workload(gpus=250, fraction=250, namespace="inf", obj=obj), snap, 0.0)
-    assert [r.code for r in d.denials] == ([want_code] if want_code else [])
-    if want_code:
-        assert "counted per node from live pods" in d.denials[0].message
+    return workload(gpus=250, fraction=250, namespace="inf", obj=obj)
 
 
-def test_per_gpu_full_everywhere_and_no_nodes():
-    snap = ClusterSnapshot.from_objects([_node("n1", 1), _sharer("a", "n1"), _sharer("b", "n1")])
+@pytest.mark.parametrize(
+    "n1_sharers, n2_sharers, node, want_code",
+    [
+        (1, 0, "n1", None),  # 1 + 1 <= 2 on n1's single GPU
+        (2, 0, "n1", "FractionSharersExceeded"),  # 3 > 2, though the GPU has 0.5 left
+        (2, 0, None, None),  # unbound: n2's GPU is free
+        (2, 2, None, "FractionSharersExceeded"),  # every GPU that has room has 2 sharers
+        (4, 4, None, None),  # both GPUs full: not a per_gpu matter, the scheduler waits
+    ],
+)
+def test_per_gpu_counts_sharers_per_physical_gpu(n1_sharers, n2_sharers, node, want_code):
+    objs = [_node("n1", 1), _node("n2", 1)]
+    objs += [_sharer(f"a{i}", "n1") for i in range(n1_sharers)] + [_sharer(f"b{i}", "n2") for i in range(n2_sharers)]
     engine = Engine(policy(fractions=[PER_GPU]))
-    w = workload(gpus=250, fraction=250)
-    assert [r.code for r in engine.evaluate(w, snap, 0.0).denials] == ["FractionSharersExceeded"]
-    empty = Engine(policy(fractions=[PER_GPU])).evaluate(workload(gpus=250, fraction=250), ClusterSnapshot(), 0.0)
-    assert empty.allowed and [r.code for r in empty.reasons] == ["PerGpuNotEvaluated"] and empty.warnings
+    d = engine.evaluate(engine.enrich(_new(node)), ClusterSnapshot.from_objects(objs), 0.0)
+    assert [r.code for r in d.denials] == ([want_code] if want_code else [])
+    if want_code and node:
+        assert d.denials[0].data["sharers"] == [2]
+
+
+def test_per_gpu_without_gpu_nodes_warns():
+    for snap in (ClusterSnapshot(), None):
+        d = Engine(policy(fractions=[PER_GPU])).evaluate(_new(None), snap, 0.0)
+        assert d.allowed and [r.code for r in d.reasons] == ["PerGpuNotEvaluated"] and d.warnings
