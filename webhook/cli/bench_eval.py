@@ -119,6 +119,14 @@ def run(args) -> int:
     decision = engine.decide(request, snapshot, 0.0, reserve=False)
     allot = _stats(_time(lambda: engine.decide(request, snapshot, 0.0, reserve=False), args.runs))
     mutate = _stats(_time(lambda: engine.decide(request, snapshot, 0.0, mutate=True, reserve=False), max(10, args.runs // 4)))
+    from policy.normalize import normalize
+
+    w = engine.enrich(normalize(request, snapshot))
+    part_runs = max(10, args.runs // 4)
+    parts = {
+        "normalize": _stats(_time(lambda: normalize(request, snapshot), part_runs)),
+        "evaluate": _stats(_time(lambda: engine.evaluate(w, snapshot, 0.0, reserve=False), part_runs)),
+    }
     cedar, cedar_allowed, note = _cedar(cedar_text, engine, snapshot, request, args.runs)
     out = {
         "policy": label,
@@ -126,6 +134,7 @@ def run(args) -> int:
         "allowed": decision.allowed,
         "allot": allot,
         "allot_mutate": mutate,
+        "parts": parts,
         "cedar": cedar,
         "cedar_allowed": cedar_allowed,
         "cedar_note": note,
@@ -149,6 +158,8 @@ def _print(o: dict) -> None:
         f"allot       median {a['median_us']:8.2f} us   p99 {a['p99_us']:8.2f} us   ({a['runs']} runs, normalize + evaluate)",
         f"  /mutate   median {m['median_us']:8.2f} us   p99 {m['p99_us']:8.2f} us",
     ]
+    for name, part in o["parts"].items():
+        lines.append(f"  {name:<9} median {part['median_us']:8.2f} us   p99 {part['p99_us']:8.2f} us   (alone, same request)")
     if c:
         agree = "same decision" if o["cedar_allowed"] == o["allowed"] else "DIFFERENT decision"
         lines.append(f"cedarpy     median {c['median_us']:8.2f} us   p99 {c['p99_us']:8.2f} us   ({c['runs']} runs, {o['cedar_note']}; {agree})")
