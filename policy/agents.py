@@ -31,7 +31,10 @@ def is_marked_agent(labels: Mapping[str, str]) -> bool:
         return False
     if labels.get(AGENT_LABEL) == "true":
         return True
-    return any(k.startswith("agents.") and "/" in k for k in labels)
+    for key in labels:
+        if key.startswith("agents.") and "/" in key:
+            return True
+    return False
 
 
 def resource_of(w) -> str:

@@ -81,9 +81,10 @@ def compile_selectors(c: Compiled) -> None:
     for b in _governing(c.policy):
         if not isinstance(b, ir.Agents):
             c.selectors[b.id] = c.cond(b.selector)
-    for a in c.policy.agents:
-        if a.identity is not None:
-            c.identities.append(c.cond(a.identity))
+    identities = [a.identity for a in c.policy.agents if a.identity is not None]
+    if identities:  # one generated function tests every block's identity (the subject's `agent` field)
+        span = identities[0].span
+        c.identities.append(c.cond(identities[0] if len(identities) == 1 else ir.Or(tuple(identities), span)))
 
 
 def compile_agents(c: Compiled) -> None:

@@ -60,7 +60,7 @@ class Engine:
         self.mode_override = mode_override
         self._by_namespace = self.compiled.by_namespace
         self._unkeyed = self.compiled.unkeyed
-        self._identities = tuple(self.compiled.identities)
+        self._identity = self.compiled.identities[0] if self.compiled.identities else None
         self._state: SnapshotState | None = None
 
     @property
@@ -95,7 +95,8 @@ class Engine:
                 share = w.fraction if w.fraction is not None else w.gpus
                 _SETATTR(w, "gpu_memory", memory * share // 1000)
         if not w.agent:
-            if any(i(w) for i in self._identities) or is_marked_agent(w.labels):
+            identity = self._identity
+            if (identity is not None and identity(w)) or (w.labels and is_marked_agent(w.labels)):
                 _SETATTR(w, "agent", True)
         return w
 
