@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 # Admission decisions are expected in tens to hundreds of microseconds; the tail
@@ -17,22 +20,10 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
-        self.decisions = Counter(
-            "allot_decisions", "Admission decisions by endpoint and result (allowed, denied).", ["endpoint", "result"], registry=r
-        )
-        self.block_findings = Counter(
-            "allot_block_findings",
-            "Findings by policy block, reason code and mode (enforce, warn, audit).",
-            ["block", "code", "mode"],
-            registry=r,
-        )
-        self.latency = Histogram(
-            "allot_decision_duration_seconds",
-            "Time from a request's body read to its encoded response.",
-            ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+        # The three per-request metrics live in plain dicts, folded into families at scrape
+        # time: prometheus-client's locked children cost ~10 us each on every request.
+        self._hot = _HotPath()
+        r.register(self._hot)
         self.failures = Counter(
             "allot_failure_decisions",
             "Requests answered with the --on-error decision, by cause (exception, timeout, no_engine).",
@@ -58,29 +49,11 @@ class Metrics:
         self.watch_restarts = Counter(
             "allot_watch_restarts", "Watch reconnects by kind and reason (expired, error, closed).", ["kind", "reason"], registry=r
         )
-        self._per_decision: dict = {}
-        self._findings: dict = {}
         self.cluster_synced = Gauge("allot_cluster_synced", "1 once every watched kind finished its first list.", registry=r)
 
     def count_decision(self, endpoint: str, allowed: bool, seconds: float, reasons) -> None:
-        """The per-request metrics in one call, with label children cached (`.labels()` costs ~10 us each)."""
-        key = (endpoint, allowed)
-        pair = self._per_decision.get(key)
-        if pair is None:
-            pair = self._per_decision[key] = (
-                self.decisions.labels(endpoint, "allowed" if allowed else "denied"),
-                self.latency.labels(endpoint),
-            )
-        pair[0].inc()
-        pair[1].observe(seconds)
-        for r in reasons:
-            fkey = (r.block, r.code, r.mode)
-            child = self._findings.get(fkey)
-            if child is None:
-                if len(self._findings) > 10000:  # block ids come from policy files: bounded, but be safe
-                    self._findings.clear()
-                child = self._findings[fkey] = self.block_findings.labels(*fkey)
-            child.inc()
+        """The per-request metrics in one call (loop thread only)."""
+        self._hot.count(endpoint, allowed, seconds, reasons)
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition and its content type."""
@@ -90,3 +63,50 @@ class Metrics:
         """One sample's current value (0 if absent); for tests and the demo summary."""
         got = self.registry.get_sample_value(name, labels or {})
         return 0.0 if got is None else got
+
+
+class _HotPath:
+    """Decisions, block findings and latency as plain counters, exposed as standard metric families."""
+
+    def __init__(self) -> None:
+        self.decisions: dict[tuple[str, str], int] = {}
+        self.findings: dict[tuple[str, str, str], int] = {}
+        self.latency: dict[str, list] = {}  # endpoint -> [bucket counts..., +Inf count, sum]
+
+    def count(self, endpoint: str, allowed: bool, seconds: float, reasons) -> None:
+        """Record one answered request."""
+        key = (endpoint, "allowed" if allowed else "denied")
+        d = self.decisions
+        d[key] = d.get(key, 0) + 1
+        f = self.findings
+        for r in reasons:
+            fkey = (r.block, r.code, r.mode)
+            f[fkey] = f.get(fkey, 0) + 1
+        h = self.latency.get(endpoint)
+        if h is None:
+            h = self.latency[endpoint] = [0] * (len(LATENCY_BUCKETS) + 1) + [0.0]
+        h[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        h[-1] += seconds
+
+    def collect(self):
+        """Metric families for the registry (called at scrape time)."""
+        c = CounterMetricFamily("allot_decisions", "Admission decisions by endpoint and result (allowed, denied).",
+                                labels=["endpoint", "result"])
+        for labels, v in list(self.decisions.items()):
+            c.add_metric(list(labels), v)
+        yield c
+        c = CounterMetricFamily("allot_block_findings", "Findings by policy block, reason code and mode (enforce, warn, audit).",
+                                labels=["block", "code", "mode"])
+        for labels, v in list(self.findings.items()):
+            c.add_metric(list(labels), v)
+        yield c
+        h = HistogramMetricFamily("allot_decision_duration_seconds", "Time from a request's body read to its encoded response.",
+                                  labels=["endpoint"])
+        for endpoint, counts in list(self.latency.items()):
+            cumulative, buckets = 0, []
+            for bound, n in zip(LATENCY_BUCKETS, counts):
+                cumulative += n
+                buckets.append((repr(bound), cumulative))
+            buckets.append(("+Inf", cumulative + counts[len(LATENCY_BUCKETS)]))
+            h.add_metric([endpoint], buckets, sum_value=counts[-1])
+        yield h
