@@ -14,20 +14,12 @@ from policy.subject import PodSet, Problem, make_podset
 _PREFIXES = ("nvidia.com/", "amd.com/")
 
 
-class _Memory:
-    """Bytes per device of the pod's GPU, looked up only if a memory-based share needs it."""
-
-    __slots__ = ("snapshot", "product", "node", "value", "done")
-
-    def __init__(self, snapshot, product: str | None, node: str | None):
-        self.snapshot, self.product, self.node, self.value, self.done = snapshot, product, node, None, False
-
-    def get(self) -> int | None:
-        if not self.done:
-            self.done = True
-            if self.snapshot is not None:
-                self.value = self.snapshot.gpu_memory(self.product, self.node)
-        return self.value
+def _device_memory(env: tuple) -> int | None:
+    """Bytes per device of the pod's GPU (env = pod, spec, annotations, snapshot); only memory-based shares need it."""
+    pod, spec, annotations, snapshot = env
+    if snapshot is None:
+        return None
+    return snapshot.gpu_memory(read_product(pod, spec, annotations, snapshot), spec.get("nodeName"))
 
 
 def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
@@ -63,7 +55,7 @@ def _whole_fast(value) -> int | None:
     return None
 
 
-def _container(c, where: str, index: int, memory: _Memory, problems: list) -> tuple[int, int | None, int | None] | None:
+def _container(c, where: str, index: int, env: tuple, problems: list) -> tuple[int, int | None, int | None] | None:
     """(milli-GPU, memory bytes or None, shared milli or None) of one container, None when it asks no GPU."""
     res = c.get("resources")
     if not res:
@@ -96,7 +88,7 @@ def _container(c, where: str, index: int, memory: _Memory, problems: list) -> tu
     if cores is None and mem_pct is None and mem is None:
         return milli + whole * 1000, mem_bytes, mig_share
     devices = whole or 1  # HAMi: gpumem/gpucores without nvidia.com/gpu means one vGPU
-    share = hami.share(cores, mem_pct, mem, memory.get() if mem is not None else None)
+    share = hami.share(cores, mem_pct, mem, _device_memory(env) if mem is not None else None)
     milli += devices * (share if share is not None else 1000)
     if mem is not None:
         mem_bytes = (mem_bytes or 0) + devices * mem
@@ -120,15 +112,14 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
     spec = pod.get("spec") or EMPTY
     annotations = meta.get("annotations") or EMPTY
     problems: list[Problem] = []
-    product = read_product(pod, spec, annotations, snapshot)
-    memory = _Memory(snapshot, product, spec.get("nodeName"))  # looked up only if a share needs it
+    env = (pod, spec, annotations, snapshot)
     milli = 0
     mem_total = None
     share = None
     i = -1
     for c in spec.get("containers") or ():
         i += 1
-        got = _container(c, "containers", i, memory, problems) if type(c) is dict else None
+        got = _container(c, "containers", i, env, problems) if type(c) is dict else None
         if got is not None:
             milli += got[0]
             if got[1] is not None:
@@ -139,7 +130,7 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
     if inits:
         init_peak = 0
         for i, c in enumerate(inits):
-            got = _container(c, "initContainers", i, memory, problems) if type(c) is dict else None
+            got = _container(c, "initContainers", i, env, problems) if type(c) is dict else None
             if got is None:
                 continue
             if c.get("restartPolicy") == "Always":  # sidecars run beside the app containers
@@ -158,7 +149,7 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
             problems.append(Problem(bad.code, str(bad)))
         else:
             if s is None and mem is not None:
-                dm = memory.get()
+                dm = _device_memory(env)
                 s = min(1000, -((-mem * 1000) // dm)) if dm else None
             milli += devices * (s if s is not None else 1000)
             if mem is not None:
@@ -166,7 +157,7 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
             if s is not None:
                 share = s if share is None else max(share, s)
     if spec.get("resourceClaims"):
-        m, b, s, bad_list = dra.pod_claims(pod, snapshot, memory.get())
+        m, b, s, bad_list = dra.pod_claims(pod, snapshot, lambda: _device_memory(env))
         milli += m
         if b is not None:
             mem_total = (mem_total or 0) + b
@@ -174,6 +165,8 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
             share = s if share is None else max(share, s)
         problems.extend(Problem(b.code, str(b)) for b in bad_list)
     fraction = share if share is not None and share < 1000 else None
+    # The product matters only for pods that ask for GPUs (quota per model, memory floors).
+    product = read_product(pod, spec, annotations, snapshot) if milli or mem_total else None
     name = meta.get("name") or meta.get("generateName") or ""
     return make_podset(name, 1, milli, fraction, mem_total, product), problems
 

@@ -48,14 +48,11 @@ def _priority(spec: Mapping, snapshot, problems: list) -> tuple[int | None, str 
     return None, pc
 
 
-def _pod_gang(meta: Mapping, spec: Mapping, ns: str, snapshot, problems: list):
+def _pod_gang(ref: tuple, annotations: Mapping, ns: str, snapshot, problems: list):
     """(gang, min_members, group topology required, preferred) for a pod's group reference."""
-    ref = pod_group_ref(meta, spec)
-    if ref is None:
-        return None, None, None, None
     family, name, sub = ref
     if family == "kueue-pod-group":
-        raw = (meta.get("annotations") or EMPTY).get(KUEUE_TOTAL_ANNOTATION)
+        raw = annotations.get(KUEUE_TOTAL_ANNOTATION)
         if raw is None:
             return name, None, None, None
         if isinstance(raw, str) and raw.isdigit() and int(raw) >= 1:
@@ -80,29 +77,35 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
     """A Pod's subject; `r` = (operation, name, namespace, user, groups, serviceaccount, resource, sub, uid, dry_run, old)."""
     meta = obj.get("metadata") or EMPTY
     spec = obj.get("spec") or EMPTY
-    operation, name, ns, user, groups, sa, resource, sub, uid, dry_run, old = r
-    ns = ns or meta.get("namespace") or "default"
+    ns = r[2] or meta.get("namespace") or "default"
     podset, demand_problems = read_demand(obj, snapshot)
     if demand_problems:
         problems.extend(demand_problems)
+    labels = meta.get("labels") or EMPTY
     annotations = meta.get("annotations") or EMPTY
-    required, preferred = pod_topology(annotations) if annotations else (None, None)
-    gang = minimum = None
-    if "schedulingGroup" in spec or "workloadRef" in spec or meta.get("labels") or annotations:
-        gang, minimum, g_required, g_preferred = _pod_gang(meta, spec, ns, snapshot, problems)
+    required = preferred = gang = minimum = None
+    if annotations:
+        required, preferred = pod_topology(annotations)
+    ref = pod_group_ref(labels, annotations, spec)
+    if ref is not None:
+        gang, minimum, g_required, g_preferred = _pod_gang(ref, annotations, ns, snapshot, problems)
         required = required or g_required
         preferred = preferred or g_preferred
-    priority, pc = _priority(spec, snapshot, problems)
+    # priority: spec.priority as the API server's Priority admission set it, else the class's value
+    pc = spec.get("priorityClassName") or None
+    priority = spec.get("priority")
+    if type(priority) is not int:
+        priority = _priority(spec, snapshot, problems)[0]
     privileged, host_path, host_network = escalations(spec)
     gpus = podset.gpus
-    # Positional, in `Workload` field order (see tests/policy/normalize/test_fast_path.py): keyword
+    # Positional, in `Workload` field order (see tests/policy/normalize/test_request.py): keyword
     # matching of 35 arguments costs more than the rest of normalization.
     return make_workload(
-        "Pod", operation, name, ns, snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
-        meta.get("labels") or EMPTY, annotations, user, groups, sa, priority, pc,
+        "Pod", r[0], r[1], ns, snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
+        labels, annotations, r[3], r[4], r[5], priority, pc,
         1, gpus, gpus, podset.fraction, podset.gpu_memory, podset.gpu_product, None,
         gang, minimum, required, preferred, False, privileged, host_path, host_network,
-        resource, sub, uid, dry_run, (podset,), tuple(problems) if problems else (), obj, old,
+        r[6], r[7], r[8], r[9], (podset,), tuple(problems) if problems else (), obj, r[10],
     )
 
 
@@ -205,7 +208,8 @@ def normalize(request: Mapping, snapshot) -> Workload:
         m = obj.get("metadata")
         name = m.get("name") if type(m) is dict and type(m.get("name")) is str else None
     r = (
-        operation, name, ns, user, tuple(groups) if type(groups) is list else (), service_account(user),
+        operation, name, ns, user, tuple(groups) if type(groups) is list else (),
+        service_account(user) if user and user.startswith(_SA_PREFIX) else None,
         res_name, sub, request.get("uid"), request.get("dryRun") is True, old if type(old) is dict else None,
     )
     if obj is None:

@@ -45,7 +45,7 @@ def _one_request(req: Mapping) -> Mapping:
     return req
 
 
-def read_requests(requests: list, path: str, snapshot, device_memory: int | None):
+def read_requests(requests: list, path: str, snapshot, device_memory_of):
     """(devices, milli-GPU, memory bytes, milli share or None) over a claim's GPU device requests."""
     devices = milli = 0
     memory = 0
@@ -85,6 +85,7 @@ def read_requests(requests: list, path: str, snapshot, device_memory: int | None
         # A capacity request shares the device: its share is memory / device memory when known.
         have_memory = True
         memory += count_raw * mem
+        device_memory = device_memory_of()
         s = min(1000, ceil_div(mem * 1000, device_memory)) if device_memory else None
         if s is not None:
             share = s if share is None else max(share, s)
@@ -92,8 +93,11 @@ def read_requests(requests: list, path: str, snapshot, device_memory: int | None
     return devices, milli, (memory if have_memory else None), share
 
 
-def pod_claims(pod: Mapping, snapshot, device_memory: int | None):
-    """(milli-GPU, memory bytes or None, share or None, problems) for every claim a pod names."""
+def pod_claims(pod: Mapping, snapshot, device_memory_of):
+    """(milli-GPU, memory bytes or None, share or None, problems) for every claim a pod names.
+
+    `device_memory_of()` gives bytes per device (or None); called only for capacity requests.
+    """
     spec = pod.get("spec") or {}
     claims = spec.get("resourceClaims")
     if not claims:
@@ -131,7 +135,7 @@ def pod_claims(pod: Mapping, snapshot, device_memory: int | None):
             problems.append(Bad(MISSING_CLAIM, f"spec.resourceClaims[{i}]: {what} is not in the cluster state; its GPUs are not counted"))
             continue
         try:
-            _, m, mem, s = read_requests(requests, where, snapshot, device_memory)
+            _, m, mem, s = read_requests(requests, where, snapshot, device_memory_of)
         except Bad as bad:
             problems.append(bad)
             continue

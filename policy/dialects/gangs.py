@@ -171,23 +171,23 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     return GroupInfo(family, kind, ns, name, minimum, required, preferred, tuple(pod_sets), min_gpus, tuple(problems), obj)
 
 
-def pod_group_ref(meta: Mapping, spec: Mapping) -> tuple[str, str, str | None] | None:
+def pod_group_ref(labels: Mapping, annotations: Mapping, spec: Mapping) -> tuple[str, str, str | None] | None:
     """(family, group name, pod group within a Workload or None) a pod points at, or None."""
-    sg = spec.get("schedulingGroup")
-    if isinstance(sg, dict) and sg.get("podGroupName"):
-        return "podgroup", sg["podGroupName"], None
-    ref = spec.get("workloadRef")
-    if isinstance(ref, dict) and ref.get("name"):
-        return "workload", ref["name"], ref.get("podGroup")
-    labels = meta.get("labels") or EMPTY
-    annotations = meta.get("annotations") or EMPTY
-    if labels.get(COSCHEDULING_LABEL):
+    if "schedulingGroup" in spec:
+        sg = spec["schedulingGroup"]
+        if type(sg) is dict and sg.get("podGroupName"):
+            return "podgroup", sg["podGroupName"], None
+    if "workloadRef" in spec:
+        ref = spec["workloadRef"]
+        if type(ref) is dict and ref.get("name"):
+            return "workload", ref["name"], ref.get("podGroup")
+    if labels and labels.get(COSCHEDULING_LABEL):
         return "coscheduling", labels[COSCHEDULING_LABEL], None
-    if annotations.get(VOLCANO_ANNOTATION):
+    if annotations and annotations.get(VOLCANO_ANNOTATION):
         return "volcano", annotations[VOLCANO_ANNOTATION], None
-    kai = annotations.get(KAI_KEY) or labels.get(KAI_KEY)
+    kai = (annotations.get(KAI_KEY) if annotations else None) or (labels.get(KAI_KEY) if labels else None)
     if kai:
         return "kai", kai, None
-    if labels.get(KUEUE_GROUP_LABEL):
+    if labels and labels.get(KUEUE_GROUP_LABEL):
         return "kueue-pod-group", labels[KUEUE_GROUP_LABEL], None
     return None

@@ -9,14 +9,19 @@ _LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 def escalations(spec: Mapping) -> tuple[bool, bool, bool]:
     """(privileged, host_path, host_network) of any container, init or ephemeral container, or volume."""
-    privileged = False
+    privileged = host_path = False
     for key in _LISTS:
-        for c in spec.get(key) or ():
-            sc = c.get("securityContext") if isinstance(c, dict) else None
-            if sc and sc.get("privileged") is True:
-                privileged = True
+        cs = spec.get(key)
+        if cs:
+            for c in cs:
+                sc = c.get("securityContext") if type(c) is dict else None
+                if sc and sc.get("privileged") is True:
+                    privileged = True
+                    break
+    volumes = spec.get("volumes")
+    if volumes:
+        for v in volumes:
+            if type(v) is dict and v.get("hostPath") is not None:
+                host_path = True
                 break
-        if privileged:
-            break
-    host_path = any(isinstance(v, dict) and v.get("hostPath") is not None for v in spec.get("volumes") or ())
     return privileged, host_path, spec.get("hostNetwork") is True
