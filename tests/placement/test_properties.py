@@ -43,8 +43,12 @@ def clusters(draw):
         if used:
             pods.append(pod(f"w{i}", f"n{i}", gpus=used))
         if used < gpus:  # bound pods never overcommit a node: the scheduler and device plugin see to it
+            taken = 0
             for j in range(draw(st.integers(0, 3))):
-                pods.append(pod(f"s{i}-{j}", f"n{i}", share=draw(st.sampled_from(["0.25", "0.5"]))))
+                share = draw(st.sampled_from([250, 500]))
+                if taken + share <= FULL:  # all on one spare device at most
+                    taken += share
+                    pods.append(pod(f"s{i}-{j}", f"n{i}", share=str(share / 1000)))
     return topologies, nodes, pods
 
 
