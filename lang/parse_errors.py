@@ -21,8 +21,8 @@ _WORDS = {
     "PLUS": "`+`",
     "MINUS": "`-`",
     "STAR": "`*`",
-    "_OR": "`or`",
-    "_AND": "`and`",
+    "OR": "`or`",
+    "AND": "`and`",
 }
 _BLOCK_OF_LINE = re.compile(r"^(gpu|topology|priority|quota|fraction|gang|agents|rule)\b", re.M)
 _STATEMENTS = {
@@ -124,7 +124,7 @@ def _help_for_token(tok, expected: set[str], block: str | None) -> str | None:
         close = difflib.get_close_matches(tok.value, options, n=1)
         if close:
             return f"did you mean `{close[0]}`?"
-    if tok.type == "_NL" and ("_OR" in expected or "_AND" in expected or "CMP" in expected):
+    if tok.type == "_NL" and ("OR" in expected or "AND" in expected or "CMP" in expected):
         return "to continue a condition on the next line, end this line with `and` or `or`"
     return None
 

@@ -72,12 +72,17 @@ def _end(x) -> tuple[int, int]:
 MAX_DEPTH = 64  # expression nesting; deeper would exhaust Python's stack in the checker
 
 
-class _TooDeep(Exception):
-    """An expression nested deeper than MAX_DEPTH (reported as E0006)."""
+class _BuildError(Exception):
+    """A syntax error found while building the AST (operator misuse, absurd nesting)."""
 
-    def __init__(self, span: Span):
-        super().__init__(span)
-        self.span = span
+    def __init__(self, code: str, message: str, span: Span, help: str | None = None):
+        super().__init__(message)
+        self.diagnostic = error(code, message, span, help)
+
+
+# Binary operators: token type -> (precedence, AST builder name); higher binds tighter.
+_BINARY = {"OR": 1, "AND": 2, "CMP": 4, "MATCHES": 4, "IN": 4, "PLUS": 5, "MINUS": 5, "STAR": 6}
+_NOT_PREC = 3  # `not` applies to a whole comparison: `not a == b` is `not (a == b)`
 
 
 class _Builder(lark.Transformer):
@@ -90,7 +95,7 @@ class _Builder(lark.Transformer):
         """Record the node's depth; refuse absurd nesting before any recursive pass sees it."""
         d = 1 + max((self.depth.get(id(c), 0) for c in children), default=0)
         if d > MAX_DEPTH:
-            raise _TooDeep(node.span)
+            raise _BuildError("E0006", f"expression nested more than {MAX_DEPTH} levels deep", node.span, "split it into several rules or `when` lines")
         self.depth[id(node)] = d
         return node
 
@@ -218,29 +223,60 @@ class _Builder(lark.Transformer):
     def paren(self, kids):
         return self.nest(ast.Paren(kids[1], self.sp(kids)), kids[1])
 
-    def not_op(self, kids):
-        return self.nest(ast.NotExpr(kids[1], self.sp(kids)), kids[1])
+    # Precedence climbing over the flat operand/operator list of `expr`.
 
-    def neg(self, kids):
-        return self.nest(ast.NegExpr(kids[1], self.sp(kids)), kids[1])
+    def expr(self, kids):
+        prefixes = 0
+        for k in kids:  # refuse `not not not …` before recursing over it
+            prefixes = prefixes + 1 if isinstance(k, Token) and k.type in ("NOT", "MINUS") else 0
+            if prefixes > MAX_DEPTH:
+                raise _BuildError("E0006", f"expression nested more than {MAX_DEPTH} levels deep", self.tok(k))
+        node, pos = self._climb(kids, 0, 1)
+        if pos != len(kids):  # cannot happen with the grammar; defensive
+            raise _BuildError("E0001", "unexpected operator", self.tok(kids[pos]))
+        return node
 
-    def or_expr(self, kids):
-        return self.nest(ast.BoolOp("or", tuple(kids), self.sp(kids)), *kids)
+    def _prefixed(self, kids, pos, min_prec):
+        k = kids[pos]
+        if isinstance(k, Token) and k.type == "NOT":
+            if min_prec > _NOT_PREC:
+                raise _BuildError("E0001", "`not` must come before the whole comparison", self.tok(k), "write `not (a == b)`")
+            inner, pos = self._climb(kids, pos + 1, _NOT_PREC)
+            return self.nest(ast.NotExpr(inner, self.sp([k, inner])), inner), pos
+        if isinstance(k, Token) and k.type == "MINUS":
+            inner, pos = self._prefixed(kids, pos + 1, 7)
+            return self.nest(ast.NegExpr(inner, self.sp([k, inner])), inner), pos
+        return k, pos + 1
 
-    def and_expr(self, kids):
-        return self.nest(ast.BoolOp("and", tuple(kids), self.sp(kids)), *kids)
+    def _climb(self, kids, pos, min_prec):
+        left, pos = self._prefixed(kids, pos, min_prec)
+        while pos < len(kids):
+            op = kids[pos]
+            prec = _BINARY[op.type]
+            if prec < min_prec:
+                break
+            right, pos = self._climb(kids, pos + 1, prec + 1)
+            left = self._binary(op, left, right)
+            if prec == 4 and pos < len(kids) and _BINARY[kids[pos].type] == 4:
+                raise _BuildError("E0001", "comparisons cannot be chained", self.tok(kids[pos]), "join them with `and`")
+        return left, pos
 
-    def compare(self, kids):
-        return self.nest(ast.CompareExpr(str(kids[1]), kids[0], kids[2], self.sp(kids)), kids[0], kids[2])
-
-    def arith(self, kids):
-        return self.nest(ast.ArithExpr(str(kids[1]), kids[0], kids[2], self.sp(kids)), kids[0], kids[2])
-
-    def matches(self, kids):
-        return self.nest(ast.MatchesExpr(kids[0], self.str_(kids[1]), self.sp(kids)), kids[0])
-
-    def contains(self, kids):
-        return self.nest(ast.InExpr(kids[0], kids[1], self.sp(kids)), kids[0], kids[1])
+    def _binary(self, op: Token, left, right):
+        span = self.sp([left, right])
+        t = op.type
+        if t in ("OR", "AND"):
+            word = t.lower()
+            items = (left.items if isinstance(left, ast.BoolOp) and left.op == word and not isinstance(left, ast.Paren) else (left,)) + (right,)
+            return self.nest(ast.BoolOp(word, items, span), *items)
+        if t == "CMP":
+            return self.nest(ast.CompareExpr(str(op), left, right, span), left, right)
+        if t == "MATCHES":
+            if not isinstance(right, ast.Str):
+                raise _BuildError("E0001", "`matches` needs a quoted glob pattern", right.span, 'e.g. `namespace matches "team-*"`')
+            return self.nest(ast.MatchesExpr(left, right, span), left)
+        if t == "IN":
+            return self.nest(ast.InExpr(left, right, span), left, right)
+        return self.nest(ast.ArithExpr(str(op), left, right, span), left, right)
 
 
 _SETTING_KEYS = {  # the statement's leading keyword token -> Setting.key
@@ -335,7 +371,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     try:
         decls, comments = _parse_decls(text, path)
         return _file(path, text, tuple(decls), comments), diags
-    except (UnexpectedInput, _TooDeep):
+    except (UnexpectedInput, _BuildError):
         pass
     decls: list[ast.Decl] = []
     comments: list[Token] = []
@@ -352,9 +388,9 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
                 break
             diags.append(describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1, parse_fn=_parse_example))
             continue
-        except _TooDeep as exc:
+        except _BuildError as exc:
             errors += 1
-            diags.append(error("E0006", f"expression nested more than {MAX_DEPTH} levels deep", exc.span, "split it into several rules or `when` lines"))
+            diags.append(exc.diagnostic)
             continue
         comments.extend(found)
         decls.extend(found_decls)

@@ -105,3 +105,53 @@ def test_absurd_nesting_is_a_diagnostic_not_a_stack_overflow(prefix, suffix):
 def test_common_mistakes_are_recognised(src, want_help):
     _, diags = lang.parse(src, "t.policy")
     assert [(d.code, d.help) for d in diags] == [("E0001", want_help)]
+
+
+def shape(e) -> str:
+    """An expression as fully parenthesised text, to pin precedence."""
+    if isinstance(e, ast.Path):
+        return e.dotted
+    if isinstance(e, (ast.Str, ast.Num)):
+        return getattr(e, "raw", None) or e.text
+    if isinstance(e, ast.BoolOp):
+        return "(" + f" {e.op} ".join(shape(i) for i in e.items) + ")"
+    if isinstance(e, (ast.CompareExpr, ast.ArithExpr)):
+        return f"({shape(e.left)} {e.op} {shape(e.right)})"
+    if isinstance(e, ast.NotExpr):
+        return f"(not {shape(e.item)})"
+    if isinstance(e, ast.NegExpr):
+        return f"(-{shape(e.item)})"
+    if isinstance(e, ast.InExpr):
+        return f"({shape(e.item)} in {shape(e.container)})"
+    if isinstance(e, ast.MatchesExpr):
+        return f"({shape(e.target)} matches {e.pattern.raw})"
+    if isinstance(e, ast.Paren):
+        return f"[{shape(e.item)}]"
+    return type(e).__name__
+
+
+@pytest.mark.parametrize("src,want", [
+    ("a or b and c", "(a or (b and c))"),
+    ("a and b and c or d", "((a and b and c) or d)"),
+    ("not a == b and c", "((not (a == b)) and c)"),
+    ("not not a", "(not (not a))"),
+    ("-a * b + c", "(((-a) * b) + c)"),
+    ("a - b - c > 0", "(((a - b) - c) > 0)"),
+    ("a + b * c <= d", "((a + (b * c)) <= d)"),
+    ('"k" in labels or n matches "x*"', '(("k" in labels) or (n matches "x*"))'),
+    ("(a and b) and c", "([(a and b)] and c)"),
+    ("a - -1 > 0", "((a - (-1)) > 0)"),
+])
+def test_operator_precedence(src, want):
+    f = parse_ok(f'rule r {{\n  when {src}\n  deny "x"\n}}\n')
+    assert shape(f.decls[0].stmts[0].expr) == want
+
+
+@pytest.mark.parametrize("src,want_words", [
+    ("a == b == c", "cannot be chained"),
+    ("a matches b", "quoted glob pattern"),
+    ("a == not b", "`not` must come before"),
+])
+def test_operator_misuse_is_a_syntax_error(src, want_words):
+    _, diags = lang.parse(f'rule r {{\n  when {src}\n  deny "x"\n}}\n', "t.policy")
+    assert [d.code for d in diags] == ["E0001"] and want_words in diags[0].message and diags[0].span.line == 2
