@@ -3,10 +3,11 @@
 `per_gpu` is checked on the placement index's per-device model (`policy/placement/
 devices.py`): each node's shared devices with the milli taken, memory taken and
 sharers of the live pods bound there (packed best-fit, as the index models them).
-A pod bound to a node (`spec.nodeName` or a hostname node selector) must fit on a
-device of that node; an unbound pod on some device of the cluster. Only when the
-`per_gpu` limit is what stops it (the share would fit without the limit) is it a
-`FractionSharersExceeded` denial; a full cluster is the scheduler's business.
+A pod bound to a node (`spec.nodeName` or a hostname node selector) is denied when
+the node has no untouched GPU and every shared one already has `per_gpu` sharers.
+An unbound pod is denied when no GPU of the cluster can take it within the limit
+although one could without it; a cluster with no room at all is the scheduler's
+business (noted in the trace).
 """
 
 from __future__ import annotations
@@ -81,15 +82,17 @@ def _check_sharers(ctx: Context, f: ir.Fraction, block: str, location: str, mode
     share = format_milli(w.fraction)
     node = bound_node(w.obj)
     if node is not None and node in index.nodes:
-        demand = demand_of(pod_set, index.gpu_models)
-        limited, free = index.capacity(node, demand, per_gpu), index.capacity(node, demand, None)
-        sharers = list(index.sharers(node))
-        data = {"node": node, "sharers": sharers, "per_gpu": per_gpu}
-        if limited < 1 <= free:
-            text = f"{f.name}: every GPU of node {node} that could take a {share} share already has {per_gpu} sharing pods (sharers per shared GPU: {sharers}); per_gpu at most {per_gpu}"
+        sharers, untouched = list(index.sharers(node)), index.free_gpus(node)
+        data = {"node": node, "sharers": sharers, "untouched_gpus": untouched, "per_gpu": per_gpu}
+        if untouched == 0 and all(n >= per_gpu for n in sharers):
+            text = (
+                f"{f.name}: node {node} has {sum(sharers)} sharing pods + 1 on {len(sharers)} GPUs > {per_gpu} per GPU"
+                f" (sharers per GPU: {sharers}; no untouched GPU)"
+            )
             ctx.find("FractionSharersExceeded", block, location, text, mode, data)
         else:
-            ctx.note(block, location, f"node {node}: sharers per shared GPU {sharers}, room for this share: {limited}")
+            room = index.capacity(node, demand_of(pod_set, index.gpu_models), per_gpu)
+            ctx.note(block, location, f"node {node}: {untouched} untouched GPUs, sharers per shared GPU {sharers}; room for this share: {room}")
         return
     limited = index.query(GangRequest((pod_set,), topology=FLAT, per_gpu=per_gpu))
     if limited.fits:
