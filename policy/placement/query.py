@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from policy.placement.index import PlacementIndex
 
 VERIFY_LIMIT = 32  # mixed gangs: candidate domains packed node by node before giving up
+WIDE_DOMAIN = 256  # a domain with more nodes directly under it fills first-come instead of best-fit
 
 Need = list[tuple[int, Demand]]  # (pods, demand) per pod set, zero-GPU sets dropped
 
@@ -75,9 +76,24 @@ def _split(items: list[tuple[int, object]], n: int) -> list[tuple[object, int]] 
     return None
 
 
+def _node_caps(domain: Domain, demand: Demand, per_gpu, n: int) -> list[tuple[int, NodeState]]:
+    """Node capacities for the split; in a huge flat domain (the no-topology view) only until n fit."""
+    if len(domain.nodes) <= WIDE_DOMAIN:
+        return [(node.capacity(demand, per_gpu), node) for node in domain.nodes]
+    items, total = [], 0
+    for node in domain.nodes:  # first come: scanning 256k nodes for the tightest would cost ~100 ms
+        cap = node.capacity(demand, per_gpu)
+        if cap:
+            items.append((cap, node))
+            total += cap
+            if total >= n:
+                break
+    return items
+
+
 def _distribute(index, domain: Domain, demand: Demand, n: int, per_gpu, out: list[tuple[NodeState, int]]) -> bool:
     if domain.nodes:
-        parts = _split([(node.capacity(demand, per_gpu), node) for node in domain.nodes], n)
+        parts = _split(_node_caps(domain, demand, per_gpu, n), n)
         if parts is None:
             return False
         out.extend(parts)  # type: ignore[arg-type]

@@ -114,3 +114,16 @@ def test_fixture_cluster_loads_through_the_snapshot():
     assert idx.nodes, "the fixture has GPU nodes"
     used = sum(8 - idx.free_gpus(n) for n in idx.nodes if idx.nodes[n].gpus == 8 and idx.nodes[n].contribution())
     assert used > 0, "its running pods hold GPUs"
+
+
+def test_flat_view_over_a_wide_domain_fills_first_come_and_stays_exact():
+    from policy.placement.index import FLAT
+    from policy.placement.query import WIDE_DOMAIN
+
+    nodes = [node(f"n{i:03d}", gpus=1) for i in range(WIDE_DOMAIN + 44)]
+    pods = [pod(f"p{i}", f"n{i:03d}", gpus=1) for i in range(0, WIDE_DOMAIN + 44, 2)]  # every other node full
+    idx = index(nodes, pods)
+    got = idx.query(gang(5, topology=FLAT))
+    assert got.fits and sum(got.nodes.values()) == 5
+    assert all(idx.free_gpus(n) >= k for n, k in got.nodes.items())
+    assert not idx.query(gang(151, topology=FLAT)).fits  # 150 free in all
