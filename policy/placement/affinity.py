@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import Mapping, Sequence
 
 from policy.placement.reservations import RESERVATION_ANNOTATION
@@ -95,21 +96,29 @@ class GangPlanner:
         self.index = index
         self.ttl = ttl
         self._chosen: dict[str, tuple[PlacementResult, float]] = {}  # key -> (result, forget after)
+        self._forget: list[tuple[float, str]] = []  # heap of (forget after, key); stale entries skipped
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
         """The gang's placement: the remembered one, or a new query (reserved under `key` unless dry-run)."""
         self.index.expire(now)
-        for old in [k for k, (_r, until) in self._chosen.items() if until <= now]:
-            del self._chosen[old]
+        while self._forget and self._forget[0][0] <= now:
+            until, old = heapq.heappop(self._forget)
+            hit = self._chosen.get(old)
+            if hit is not None and hit[1] == until:
+                del self._chosen[old]
         hit = self._chosen.get(key)
         if hit is not None:
-            self._chosen[key] = (hit[0], now + self.ttl)
+            self._remember(key, hit[0], now)
             return hit[0]
         result = self.index.query(gang)
         if result.fits and not dry_run:
             self.index.reserve(key, result, now + self.ttl)
-            self._chosen[key] = (result, now + self.ttl)
+            self._remember(key, result, now)
         return result
+
+    def _remember(self, key: str, result: PlacementResult, now: float) -> None:
+        self._chosen[key] = (result, now + self.ttl)
+        heapq.heappush(self._forget, (now + self.ttl, key))
 
     def patch(self, pod: Mapping, key: str, result: PlacementResult, prefix: str = "/spec") -> list[dict]:
         """Affinity to the chosen domain plus the reservation annotation (empty for a whole-topology placement)."""

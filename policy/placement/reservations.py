@@ -7,6 +7,7 @@ and free capacity is exact whatever the order of reserve / bind / release / expi
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from policy.placement.devices import Demand
@@ -44,12 +45,18 @@ class Reservation:
 
 
 class Ledger:
-    """Reservations by id, and their expiries."""
+    """Reservations by id, and their expiries (a heap, so `due` costs O(log n) per expired id)."""
 
-    __slots__ = ("by_id",)
+    __slots__ = ("by_id", "_heap")
 
     def __init__(self) -> None:
         self.by_id: dict[str, Reservation] = {}
+        self._heap: list[tuple[float, str]] = []  # (expires_at, id); stale entries skipped lazily
+
+    def add(self, resv: Reservation) -> None:
+        """Record a new reservation."""
+        self.by_id[resv.id] = resv
+        heapq.heappush(self._heap, (resv.expires_at, resv.id))
 
     def __contains__(self, rid: str) -> bool:
         return rid in self.by_id
@@ -60,7 +67,14 @@ class Ledger:
 
     def due(self, now: float) -> list[str]:
         """Ids whose expiry is at or before `now`."""
-        return [rid for rid, r in self.by_id.items() if r.expires_at <= now]
+        out: list[str] = []
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            at, rid = heapq.heappop(heap)
+            resv = self.by_id.get(rid)
+            if resv is not None and resv.expires_at == at and rid not in out:
+                out.append(rid)
+        return out
 
 
 class Reservations:
@@ -76,7 +90,8 @@ class Reservations:
         if not result.fits:
             raise ValueError("only a fitting placement can be reserved")
         self.release(reservation_id)
-        resv = self.reservations.by_id[reservation_id] = Reservation(reservation_id, expires_at)
+        resv = Reservation(reservation_id, expires_at)
+        self.reservations.add(resv)
         for node_name, i, count in result.assignments:
             state = self.nodes.get(node_name)
             if state is None:
