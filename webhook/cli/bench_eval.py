@@ -30,21 +30,29 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (times in microseconds)")
 
 
-def _time(fn, runs: int) -> list[float]:
-    """Per-call times in microseconds, after a warm-up; GC off while timing so pauses are not charged to a call."""
-    for _ in range(min(2000, runs)):
-        fn()
-    samples = []
+def _time(fns: dict, runs: dict, rounds: int = 10) -> dict:
+    """Per-call times (us) of each fn, measured in interleaved rounds so machine noise hits all alike.
+
+    Each fn is warmed up first; GC is off while timing so a pause is not charged to one call.
+    """
+    for name, fn in fns.items():
+        for _ in range(min(2000, runs[name])):
+            fn()
+    samples: dict = {name: [] for name in fns}
     clock = time.perf_counter_ns
     gc.disable()
     try:
-        for _ in range(runs):
-            t0 = clock()
-            fn()
-            samples.append((clock() - t0) / 1000.0)
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                out = samples[name]
+                for _ in range(max(1, runs[name] // rounds)):
+                    t0 = clock()
+                    fn()
+                    out.append((clock() - t0) / 1000.0)
     finally:
         gc.enable()
-    samples.sort()
+    for out in samples.values():
+        out.sort()
     return samples
 
 
@@ -86,8 +94,8 @@ def _blocks(policy_set) -> int:
     return sum(len(x) for x in (policy_set.quotas, policy_set.fractions, policy_set.gangs, policy_set.agents, policy_set.rules))
 
 
-def _cedar(cedar_text, engine, snapshot, request, runs):
-    """(stats, cedar decision, note) of cedarpy.is_authorized on the same request, or (None, None, why)."""
+def _cedar(cedar_text, engine, snapshot, request):
+    """(timed call, cedar decision, note) of cedarpy.is_authorized on the same request, or (None, None, why)."""
     if cedar_text is None:
         return None, None, "no Cedar equivalent for a custom --policy set (only the generated set is translated)"
     try:
@@ -104,8 +112,7 @@ def _cedar(cedar_text, engine, snapshot, request, runs):
     errors = list(result.diagnostics.errors)
     if errors:
         return None, None, f"Cedar evaluation errors: {errors[:2]}"
-    samples = _time(lambda: cedarpy.is_authorized(creq, policies, entities), max(10, runs // 4))
-    return _stats(samples), result.allowed, "is_authorized only (context prepared outside the timing)"
+    return (lambda: cedarpy.is_authorized(creq, policies, entities)), result.allowed, "is_authorized only (context prepared outside the timing)"
 
 
 def run(args) -> int:
@@ -117,17 +124,23 @@ def run(args) -> int:
         return 1
     engine = Engine(policy_set)
     decision = engine.decide(request, snapshot, 0.0, reserve=False)
-    allot = _stats(_time(lambda: engine.decide(request, snapshot, 0.0, reserve=False), args.runs))
-    mutate = _stats(_time(lambda: engine.decide(request, snapshot, 0.0, mutate=True, reserve=False), max(10, args.runs // 4)))
     from policy.normalize import normalize
 
     w = engine.enrich(normalize(request, snapshot))
-    part_runs = max(10, args.runs // 4)
-    parts = {
-        "normalize": _stats(_time(lambda: normalize(request, snapshot), part_runs)),
-        "evaluate": _stats(_time(lambda: engine.evaluate(w, snapshot, 0.0, reserve=False), part_runs)),
+    fns = {
+        "allot": lambda: engine.decide(request, snapshot, 0.0, reserve=False),
+        "allot_mutate": lambda: engine.decide(request, snapshot, 0.0, mutate=True, reserve=False),
+        "normalize": lambda: normalize(request, snapshot),
+        "evaluate": lambda: engine.evaluate(w, snapshot, 0.0, reserve=False),
     }
-    cedar, cedar_allowed, note = _cedar(cedar_text, engine, snapshot, request, args.runs)
+    runs = {"allot": args.runs, "allot_mutate": args.runs // 4, "normalize": args.runs // 4, "evaluate": args.runs // 4}
+    cedar_call, cedar_allowed, note = _cedar(cedar_text, engine, snapshot, request)
+    if cedar_call is not None:
+        fns["cedar"], runs["cedar"] = cedar_call, max(10, args.runs // 4)
+    samples = _time(fns, runs)
+    allot, mutate = _stats(samples["allot"]), _stats(samples["allot_mutate"])
+    parts = {"normalize": _stats(samples["normalize"]), "evaluate": _stats(samples["evaluate"])}
+    cedar = _stats(samples["cedar"]) if "cedar" in samples else None
     out = {
         "policy": label,
         "blocks": _blocks(policy_set),
