@@ -73,6 +73,7 @@ class DecisionLog:
         duration_s: float,
         failure: str | None = None,
         request: dict | None = None,
+        placement=None,
     ) -> None:
         """Write one line; never raises (a full disk must not fail admission)."""
         if self._write is None:
@@ -91,6 +92,9 @@ class DecisionLog:
             "codes": codes,
             "duration_ms": round(duration_s * 1000, 3),
         }
+        if placement is not None:  # where a gang was placed (and reserved, unless dry run)
+            line["placement"] = {"topology": placement.topology, "level": placement.level, "value": placement.value,
+                                 "reservation": placement.reservation}
         if failure:
             line["failure"] = failure
         if self.requests and request is not None:

@@ -2,7 +2,8 @@
 
 Against `webhook/data/demo-cluster.yaml` and the `policies/` library: team-a holds
 28 of 32 GPUs (8 of 16 H100), team-b 4 of 16 and lends 8; rack r13 is the tightest
-H100 rack with room for 16 GPUs. Order matters: admitted non-dryRun requests
+H100 rack with room for 16 GPUs. A placed gang is reserved: its members then get
+node affinity to the same domain. Order matters: admitted non-dryRun requests
 reserve quota, as they would in a cluster.
 """
 
@@ -24,7 +25,7 @@ class Expect:
     allowed: bool
     codes: tuple[str, ...] = ()
     patch: tuple[str, ...] = ()  # substrings of JSONPatch paths that must appear
-    placement: str | None = None  # substring of the node-affinity values in the patch
+    placement: str | None = None  # substring of the placement domain the decision log recorded
     warning: str | None = None
 
 
@@ -103,7 +104,7 @@ def steps() -> list[Step]:
         Step("team-a asks 10 more H100: 8 + 10 > 16 of h100", "validate",
              _create(_pod("h100-10", "team-a", gpus=10, labels=team_a, product=H100, priority="prod")),
              Expect(False, codes=("QuotaModelExceeded",))),
-        Step("team-a-dev asks 8 GPUs as a dry run: borrows, reserves nothing", "validate",
+        Step("team-a-dev 8 GPUs, dry run: borrows, reserves nothing", "validate",
              _create(_pod("job-8-dry", "team-a-dev", gpus=8, labels=team_a), dry_run=True), Expect(True)),
         Step("team-a-dev asks 8 GPUs: borrows 8 idle GPUs of team-b", "validate",
              _create(_pod("job-8", "team-a-dev", gpus=8, labels=team_a)), Expect(True)),
@@ -115,7 +116,7 @@ def steps() -> list[Step]:
         Step("team-b pod names an undeclared priority class", "validate",
              _create(_pod("vip", "team-b", gpus=1, labels={"team": "team-b"}, priority="urgent")),
              Expect(False, codes=("UnknownPriorityClass",))),
-        Step("inference: a 10 GiB HAMi slice of an L4 (no vram-floor annotation)", "validate",
+        Step("inference: 10 GiB HAMi slice of an L4, no vram-floor", "validate",
              _create(_pod("chat-new", "inference-chat", priority="prod", product=L4,
                           labels={"team": "serving", "app.kubernetes.io/component": "inference"},
                           limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"})),
@@ -124,10 +125,13 @@ def steps() -> list[Step]:
              _create(_pod("chat-tiny", "inference-chat", priority="prod", product=L4, labels={"team": "serving"},
                           limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"})),
              Expect(False, codes=("FractionMemoryBelowFloor",))),
-        Step("gang llm-16 member (2 x 8 GPUs > 8): pinned to the tightest rack", "mutate",
-             _create(_pod("llm-16-0", "train", gpus=8, product=H100, labels={
-                 "acme.io/workload": "training", "team": "research", "scheduling.x-k8s.io/pod-group": "llm-16"})),
-             Expect(True, patch=("/spec/affinity",), placement="r13")),
+        Step("gang llm-16 (2 x 8 GPUs) fits the tightest rack", "validate",
+             _create(_podgroup("llm-16", 2, 16)), Expect(True, placement="r13")),
+        Step("distributed member (2 x 4 GPUs): pinned to one host", "mutate",
+             _create(_pod("ddp-0", "train", gpus=4, product=H100, labels={
+                 "acme.io/workload": "distributed", "team": "research", "kueue.x-k8s.io/pod-group-name": "ddp"},
+                 annotations={"kueue.x-k8s.io/pod-group-total-count": "2"})),
+             Expect(True, patch=("/spec/affinity",), placement="h100-")),
         Step("gang of 16 x 8 GPUs needs one block: none has 128 free", "validate",
              _create(_podgroup("llm-128", 16, 128)), Expect(False, codes=("GangUnplaceable",))),
         Step("agent creates a 0.25 GPU pod in agents-sandbox", "validate",

@@ -161,6 +161,7 @@ def account(review: Review, decision: Decision, *, endpoint: str, state, now: fl
         duration_s=seconds,
         failure=cause,
         request=review.raw,
+        placement=decision.placement,
     )
 
 

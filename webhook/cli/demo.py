@@ -46,8 +46,10 @@ def summarize_patch(resp: dict) -> tuple[list[dict], str]:
         path, value = op.get("path", ""), op.get("value")
         leaf = path.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~")
         if "affinity" in path:
-            terms = _affinity_values(value)
-            parts.append("affinity " + (", ".join(terms) if terms else "set"))
+            terms = _affinity_values(value)  # block, rack, host: the last is the domain itself
+            parts.insert(0, "affinity " + (terms[-1] if terms else "set"))
+        elif leaf == "allot.dev/reservation":
+            parts.append("reserved")
         elif isinstance(value, (str, int)) and len(str(value)) <= 24:
             parts.append(f"{leaf}={value}")
         else:
@@ -72,8 +74,9 @@ def _affinity_values(value) -> list[str]:
     return found
 
 
-def check(step, status: int, resp: dict, codes: list[str]) -> list[str]:
-    """What did not hold for `step` (empty: all held); `codes` are the reason codes its decision-log line recorded."""
+def check(step, status: int, resp: dict, logged: dict) -> list[str]:
+    """What did not hold for `step` (empty: all held); `logged` is its decision-log line (codes, placement)."""
+    codes = logged.get("codes", [])
     e = step.expect
     problems = []
     if status != 200:
@@ -88,8 +91,8 @@ def check(step, status: int, resp: dict, codes: list[str]) -> list[str]:
     for p in e.patch:
         if p not in paths:
             problems.append(f"expected a patch of {p}")
-    if e.placement and e.placement not in str([op.get("value") for op in ops]):
-        problems.append(f"expected placement in {e.placement}")
+    if e.placement and e.placement not in str((logged.get("placement") or {}).get("value")):
+        problems.append(f"expected placement in {e.placement}, got {(logged.get('placement') or {}).get('value')}")
     if e.warning and not any(e.warning in w for w in resp.get("warnings", [])):
         problems.append(f"expected a warning about {e.warning}")
     return problems
@@ -100,7 +103,7 @@ class _Tee:
 
     def __init__(self, copy) -> None:
         self.copy = copy
-        self.codes: dict[str, list[str]] = {}
+        self.lines: dict[str, dict] = {}
 
     def write(self, data: bytes) -> int:
         import orjson
@@ -108,7 +111,7 @@ class _Tee:
         for line in data.splitlines():
             rec = orjson.loads(line)
             if rec.get("uid") and "codes" in rec:
-                self.codes[rec["uid"]] = rec["codes"]
+                self.lines[rec["uid"]] = rec
         if self.copy is not None:
             self.copy.write(data)
         return len(data)
@@ -174,10 +177,13 @@ def run(args) -> int:
                                             headers={"Content-Type": "application/json"}) as r:
                         status, body = r.status, await r.read()
                     resp = orjson.loads(body).get("response", {}) if status == 200 else {}
-                    codes = decisions.codes.get(step.review["request"]["uid"], [])
-                    problems = check(step, status, resp, codes)
+                    logged = decisions.lines.get(step.review["request"]["uid"], {})
+                    problems = check(step, status, resp, logged)
                     failed += bool(problems)
                     _, patch = summarize_patch(resp)
+                    if logged.get("placement") and not patch:
+                        p = logged["placement"]
+                        patch = f"placed {p['level']}={p['value']}" + (" (reserved)" if p.get("reservation") else "")
                     rows.append((i, step, status, resp, patch, problems))
             _print(rows, args.json)
             total = len(rows)
@@ -207,8 +213,7 @@ def _print(rows, as_json: bool) -> None:
     print(header)
     print("-" * len(header))
     for i, step, status, resp, patch, problems in rows:
-        dry = " (dry)" if step.review["request"].get("dryRun") else ""
         result = ("ALLOWED" if resp.get("allowed") else "DENIED") if status == 200 else f"HTTP {status}"
         mark = "" if not problems else "   <-- " + "; ".join(problems)
-        print(f"{i:>2}  {_cut(step.title + dry, 58):<58} {step.endpoint:<8} {result:<7} {_cut(_reason(resp), 64):<64} "
+        print(f"{i:>2}  {_cut(step.title, 58):<58} {step.endpoint:<8} {result:<7} {_cut(_reason(resp), 64):<64} "
               f"{_cut(patch, 48)}{mark}")
