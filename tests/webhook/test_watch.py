@@ -153,3 +153,45 @@ def test_list_watch_relist_into_the_snapshot(fake_api):
     assert state.metrics.value("allot_watch_events_total", {"kind": "Node", "type": "DELETED"}) == 1
     kinds = state.cluster.kinds
     assert kinds["PodGroup.scheduling.volcano.sh"].get("absent") and kinds["PodGroup.scheduling.volcano.sh"]["synced"]
+
+
+def test_serve_with_a_kubeconfig_is_ready_only_after_the_first_sync(fake_api, tmp_path):
+    import io
+
+    import aiohttp
+
+    from webhook import tls
+    from webhook.serving import ServeOptions, start
+    from wh_policy import write
+
+    pdir, _ = write(tmp_path)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{fake_api.api_client.configuration.host}'}}}}]\n"
+        "users: [{name: me, user: {token: t}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: me}}]\n")
+    opts = ServeOptions(policy=str(pdir), kubeconfig=str(kubeconfig), host="127.0.0.1", port=0, self_signed=True,
+                        certs_dir=str(tmp_path / "certs"), decision_log=io.BytesIO(), buffered_log=False,
+                        reload_interval=3600, tls_interval=3600)
+    seen = []
+
+    async def main():
+        running = await start(opts)
+        try:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls.client_context(running.ca_path))) as s:
+                async with s.get(running.url + "/readyz") as r:
+                    seen.append((r.status, (await r.json())["problems"]))
+                fake_api.release_pods.set()
+                for _ in range(200):
+                    async with s.get(running.url + "/readyz") as r:
+                        if r.status == 200:
+                            seen.append((200, []))
+                            break
+                    await asyncio.sleep(0.05)
+        finally:
+            await running.stop()
+
+    asyncio.run(main())
+    assert seen[0] == (503, ["cluster state not synced yet"])
+    assert seen[-1] == (200, [])
