@@ -75,6 +75,13 @@ class Engine:
             state = self._state = SnapshotState(self.compiled, snapshot, lambda obj: self._live_workload(obj, snapshot))
         return state
 
+    def warm(self, snapshot) -> None:
+        """Build every index the policy needs for `snapshot` now (call after load or reload), not on a request."""
+        state = self.state_for(snapshot)
+        policy = self.policy_set
+        if any(g.topology for g in policy.gangs) or any(f.per_gpu is not None for f in policy.fractions):
+            state.planner()
+
     def _live_workload(self, obj: dict, snapshot):
         return self.enrich(normalize_object(obj, snapshot))
 

@@ -111,3 +111,13 @@ def test_without_a_cluster_placement_is_not_evaluated_and_warns():
 def test_unselected_workload_is_not_a_gang_member():
     d = run(workload(gpus=1000, labels={}))
     assert d.allowed and d.blocks == ()
+
+
+def test_warm_builds_the_placement_index_before_any_request():
+    engine = Engine(policy(gangs=[BLOCK]))
+    snap = ClusterSnapshot.from_objects(CLUSTER)
+    engine.warm(snap)
+    state = engine.state_for(snap)
+    assert state._planner is not None and set(state._planner.index.nodes) == {"n1", "n2", "n3", "n4"}
+    snap.apply("ADDED", _node("n5", "b1", "r3"))  # the warmed index follows events
+    assert "n5" in state._planner.index.nodes
