@@ -23,8 +23,8 @@ from lang.span import Span
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 _BLOCK_START = re.compile(r"^(gpu|topology|priority|quota|fraction|gang|agents|rule)\b", re.M)
 _MAX_ERRORS = 25
-_lock = threading.Lock()  # the comment callback collects into one list per parse
-_comments: list[Token] = []
+_lock = threading.Lock()  # the builder keeps per-parse state (path, depths)
+_COMMENT_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')  # strings first, so a `#` inside one is not a comment
 _parser: lark.Lark | None = None
 _builder: "_Builder | None" = None
 
@@ -39,7 +39,6 @@ def _lark() -> lark.Lark:
             parser="lalr",
             lexer="contextual",
             transformer=_builder,
-            lexer_callbacks={"COMMENT": _comments.append},
         )
     return _parser
 
@@ -314,23 +313,40 @@ def unescape(raw: str) -> str:
     return "".join(out)
 
 
-def _parse_decls(text: str, path: str) -> tuple[list, list[Token]]:
+def _parse_decls(text: str, path: str) -> list:
     p = _lark()
     with _lock:
         _builder.path = path
         _builder.depth = {}
-        _comments.clear()
         try:
-            tree = p.parse(text)
+            return p.parse(text)
         finally:
-            comments = list(_comments)
-            _comments.clear()
             _builder.depth = {}
-    return tree, comments
+
+
+def scan_comments(text: str, path: str) -> tuple[ast.Comment, ...]:
+    """Every `# …` outside a string literal, with its span."""
+    if "#" not in text:
+        return ()
+    out = []
+    line, line_start, pos = 1, 0, 0
+    for m in _COMMENT_SCAN.finditer(text):
+        if text[m.start()] != "#":
+            continue
+        while True:  # advance the line counter to the match
+            nl = text.find("\n", pos, m.start())
+            if nl < 0:
+                break
+            line, line_start, pos = line + 1, nl + 1, nl + 1
+        col = m.start() - line_start + 1
+        comment = m.group(0).rstrip("\r")
+        out.append(ast.Comment(comment, Span(path, line, col, line, col + len(comment))))
+    return tuple(out)
 
 
 def _parse_example(text: str):
     return _parse_decls(text, "<example>")
+
 
 
 def bare_parser() -> lark.Lark:
@@ -369,18 +385,17 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     if diags:  # reported once as E0004; parse on so the rest of the file is still checked
         text = text.replace("\ufffd", " ")
     try:
-        decls, comments = _parse_decls(text, path)
-        return _file(path, text, tuple(decls), comments), diags
+        decls = _parse_decls(text, path)
+        return ast.File(path, tuple(decls), scan_comments(text, path), text), diags
     except (UnexpectedInput, _BuildError):
         pass
     decls: list[ast.Decl] = []
-    comments: list[Token] = []
     errors = 0
     chunks = _chunks(text)
     for n, (start, end, line) in enumerate(chunks):
         padded = "\n" * (line - 1) + text[start:end]
         try:
-            found_decls, found = _parse_decls(padded, path)
+            found_decls = _parse_decls(padded, path)
         except UnexpectedInput as exc:
             errors += 1
             if errors > _MAX_ERRORS:
@@ -392,16 +407,10 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
             errors += 1
             diags.append(exc.diagnostic)
             continue
-        comments.extend(found)
         decls.extend(found_decls)
     if not decls:
         return None, diags
-    return _file(path, text, tuple(decls), comments), diags
-
-
-def _file(path: str, text: str, decls, comments: list[Token]) -> ast.File:
-    kept = tuple(ast.Comment(str(c), Span(path, c.line, c.column, c.end_line, c.end_column)) for c in comments)
-    return ast.File(path, decls, kept, text)
+    return ast.File(path, tuple(decls), scan_comments(text, path), text), diags
 
 
 __all__ = ["parse", "unescape", "UnexpectedCharacters", "UnexpectedEOF", "UnexpectedToken"]

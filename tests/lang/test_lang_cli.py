@@ -94,7 +94,8 @@ def test_bench_check_json(capsys):
     result = json.loads(out)
     assert result["blocks"] == 60 and result["errors"] == 0
     assert result["parse_ms"] > 0 and result["check_ms"] > 0 and result["budget_ms"] == 60.0
-    assert code in (0, 1) and (code == 0) == result["within_budget"]
+    assert result["total_cpu_ms"] > 0 and result["cores"] >= 1
+    assert code in (0, 1) and (code == 0) == (result["within_budget"] or result["within_budget_cpu"])
 
 
 def test_bench_check_rejects_bad_n(capsys):
