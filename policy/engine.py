@@ -19,6 +19,7 @@ from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.normalize import normalize, normalize_object
 from policy.quota import RESERVATION_TTL, QuotaLedger
+from policy.weaksub import subscribe_weakly
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
 # Normalization problems that only warn: a pod created a moment before its group object is normal.
@@ -46,7 +47,7 @@ class SnapshotState:
             topologies = [(t.name, [(lv.name, lv.label) for lv in t.levels]) for t in policy.topologies]
             models = {g.product: (g.name, g.memory) for g in policy.gpus}
             index = PlacementIndex.from_snapshot(self.snapshot, topologies, models)
-            index.attach(self.snapshot)
+            subscribe_weakly(self.snapshot, index.on_event)  # not index.attach: a reloaded engine must not leak
             self._planner = GangPlanner(index)
         return self._planner
 

@@ -21,6 +21,7 @@ from lang import ir
 from lang.quantity import format_bytes, format_milli
 from policy.cluster import is_live
 from policy.context import Context, where
+from policy.weaksub import subscribe_weakly
 
 RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod
 
@@ -74,7 +75,7 @@ class QuotaLedger:
             return
         for pod in snapshot.pods():
             self.on_event("ADDED", None, pod)
-        snapshot.subscribe(self.on_event)
+        subscribe_weakly(snapshot, self.on_event)
 
     def charges_for(self, w) -> tuple[Charge, ...]:
         """What `w` is charged in each quota whose selector matches."""

@@ -198,3 +198,16 @@ def test_update_and_delete_are_not_charged():
     for op in ("UPDATE", "DELETE"):
         req = wrap_manifest(obj, user="u", groups=[], operation=op)["request"]
         assert engine.decide(req, ClusterSnapshot(), 0.0).allowed
+
+
+def test_a_dropped_engine_stops_following_the_snapshot():
+    import gc
+    import weakref
+
+    snap = cluster(team_a=1)
+    engine = Engine(policy(quotas=QUOTAS))
+    ledger = weakref.ref(engine.state_for(snap).quota)
+    del engine
+    gc.collect()
+    assert ledger() is None, "a reloaded-away engine must not be kept alive by its subscription"
+    snap.apply("ADDED", running("later", "team-a", 1))  # the quiet forwarder does not fail
