@@ -14,7 +14,7 @@ _HOLE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 def lower_template(s: ast.Str, fields: dict[str, ir.Type], diags: list[Diagnostic]) -> ir.Template:
     """Split a message into text and Field parts; `{{`/`}}` are literal braces; unknown fields are E0113."""
-    from lang.parser import unescape
+    from lang.build import unescape
 
     raw = s.raw[1:-1]
     parts: list = []
