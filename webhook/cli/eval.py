@@ -182,7 +182,8 @@ def render_explain(request: dict, w, decision, trace, policy_set) -> str:
         out.append(f"  warning {wtext}")
     for key, value in decision.audit.items():
         out.append(f"  audit   {key}: {value}")
+    unsent = "" if decision.allowed else "  (not sent: denied)"
     for op in decision.patch:
         value = f" {json.dumps(op['value'])}" if "value" in op else ""
-        out.append(f"  patch   {op['op']} {op['path']}{value}")
+        out.append(f"  patch   {op['op']} {op['path']}{value}{unsent}")
     return "\n".join(out)
