@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from lang import ast
 from lang.diagnostics import Diagnostic
-from lang.format_expr import show_expr, show_stmt
+from lang.format_expr import show_stmt
 
 INDENT = "  "
 
