@@ -30,6 +30,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=400, help="untimed requests first (default 400)")
     parser.add_argument("--policy", metavar="DIR", help="policy set (default: the repository's policies/)")
     parser.add_argument("--cluster", metavar="FILE", help="cluster snapshot (default: the embedded demo cluster)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating runs per server; the best is kept (default 2)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (times in milliseconds)")
 
 
@@ -134,8 +135,8 @@ def run(args) -> int:
     from webhook.serving import self_signed
     from webhook.tls import client_context
 
-    if args.requests < 100 or args.warmup < 0:
-        raise UsageError("--requests must be at least 100 and --warmup not negative")
+    if args.requests < 100 or args.warmup < 0 or args.rounds < 1:
+        raise UsageError("--requests must be at least 100, --warmup not negative, --rounds at least 1")
     policy = args.policy or str(_default_policy())
     cluster = args.cluster or str(_default_cluster())
     work = pathlib.Path(tempfile.mkdtemp(prefix="allot-bench-serve-"))
@@ -164,10 +165,13 @@ def run(args) -> int:
         bodies = _bodies()
         results = {}
         for c in CONCURRENCY:
-            results[f"c{c}"] = {
-                "floor": _measure(floor_port, floor.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c),
-                "allot": _measure(allot_port, allot.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c),
-            }
+            best: dict = {}
+            for _ in range(max(1, args.rounds)):  # alternate so both see the same machine; keep each one's best
+                for name, port, proc in (("floor", floor_port, floor), ("allot", allot_port, allot)):
+                    got = _measure(port, proc.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c)
+                    if name not in best or got["rps"] > best[name]["rps"]:
+                        best[name] = got
+            results[f"c{c}"] = best
     finally:
         for p in procs:
             p.terminate()
@@ -194,13 +198,16 @@ def _report(results: dict, as_json: bool, total: int) -> bool:
         summary[key] = {
             "floor": {k: round(v, 4) for k, v in f.items() if k != "concurrency"},
             "allot": {k: round(v, 4) for k, v in a.items() if k != "concurrency"},
-            "rps_ratio": round(rps_ratio, 3), "p99_ratio": round(p99_ratio, 3), "within_budget": within,
+            "rps_ratio": round(rps_ratio, 3), "p99_ratio": round(p99_ratio, 3),
+            "cpu_ratio": round(a["server_cpu_us_per_request"] / max(f["server_cpu_us_per_request"], 1e-9), 3),
+            "within_budget": within,
         }
     summary["within_budget"] = ok
     if as_json:
         print(json.dumps(summary))
         return ok
-    print(f"allot bench serve: {total} requests per run, TLS keep-alive on loopback, load generator in its own process")
+    print(f"allot bench serve: {total} requests per run (best of alternating rounds), TLS keep-alive on loopback, "
+          "load generator in its own process")
     print(f"{'conc':>4}  {'server':<6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/req':>10}")
     for key, r in results.items():
         for name in ("floor", "allot"):
@@ -209,7 +216,8 @@ def _report(results: dict, as_json: bool, total: int) -> bool:
                   f"{m['server_cpu_us_per_request']:>10.0f}")
         s = summary[key]
         verdict = "within budget" if s["within_budget"] else "OVER BUDGET"
-        print(f"      ratio  req/s {s['rps_ratio']:.2f} (>= {BUDGET_RPS})  p99 {s['p99_ratio']:.2f} (<= {BUDGET_P99})  {verdict}")
+        print(f"      ratio  req/s {s['rps_ratio']:.2f} (>= {BUDGET_RPS})  p99 {s['p99_ratio']:.2f} (<= {BUDGET_P99})  "
+              f"cpu/req {s['cpu_ratio']:.2f}  {verdict}")
     return ok
 
 
