@@ -222,6 +222,7 @@ class ExprLowerer:
         if left.type is not right.type:
             self.err("E0201", f"cannot compare {an(left.type)} with {an(right.type)}", e.span, _compare_help(left, right))
             return None
+        self._check_model(left, right)
         if e.op not in ("==", "!=") and left.type not in NUMERIC:
             self.err("E0204", f"`{e.op}` needs numbers; {an(left.type)} can only be tested with `==` or `!=`", e.span)
             return None
@@ -229,6 +230,14 @@ class ExprLowerer:
             self.err("E0204", f"{an(left.type)} cannot be compared; use `\"k\" in …`", e.span)
             return None
         return ir.Compare(e.op, left, right, e.span)
+
+    def _check_model(self, left, right) -> None:
+        """`gpu_model == "a100"` names a model no `gpu` block declares: it could never match."""
+        for a, b in ((left, right), (right, left)):
+            if isinstance(a, ir.Field) and a.name == "gpu_model" and isinstance(b, ir.Lit) and isinstance(b.value, str):
+                if b.value not in self.scope.gpus:
+                    known = ", ".join(sorted(self.scope.gpus)) or "none"
+                    self.err("E0102", f"unknown GPU model {b.value!r}", b.span, f"declared models: {known}")
 
     def _ArithExpr(self, e: ast.ArithExpr):
         left, right = self.lower(e.left), self.lower(e.right)

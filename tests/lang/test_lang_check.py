@@ -31,6 +31,8 @@ CASES = [
     Case("string vs gpu amount", 'rule r {\n for gpus > "8"\n deny "x"\n}', ["E0201"]),
     Case("unknown field", 'rule r {\n for gpuz > 1\n deny "x"\n}', ["E0101"]),
     Case("unknown gpu model", "quota q {\n gpus 8\n gpus 4 of a100\n}", ["E0102"]),
+    Case("unknown model compared", 'rule r {\n when gpu_model == "a100"\n deny "x"\n}', ["E0102"]),
+    Case("known model compared", 'rule r {\n when gpu_model == "h100" or gpu_model != h100\n deny "x"\n}', []),
     Case("unknown topology", "gang g {\n require topology fab.rack\n}", ["E0103"]),
     Case("unknown level", "gang g {\n require topology fabric.zone\n}", ["E0104"]),
     Case("unknown level literal", 'rule r {\n when topology.required == fabric.zone\n deny "x"\n}', ["E0104"]),
