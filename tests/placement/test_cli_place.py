@@ -109,7 +109,8 @@ def test_bench_place_small_json(capsys):
     code = main(["bench", "place", "--nodes", "600", "--queries", "3", "--events", "20", "--baseline-queries", "1", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert set(out["queries"]) == {f"{lv}_{n}" for lv in ("block", "rack", "host") for n in (1, 8, 64, 512)}
+    assert set(out["queries"]) == {f"{lv}_{n}" for lv in ("block", "rack", "host") for n in (1, 8, 64, 512)} | {"flat-share_1"}
+    assert out["queries"]["flat-share_1"]["fits"] == 3
     assert out["queries"]["host_1"]["fits"] == 3 and out["queries"]["host_8"]["fits"] == 0
     assert out["event_bind_p50_ms"] > 0 and out["load_ms"] > 0
 
