@@ -37,6 +37,8 @@ def _node_gpu_memory(node: Mapping) -> tuple[str | None, int | None]:
 class ClusterSnapshot:
     """Nodes, pods, namespaces, priority classes, gang objects and DRA objects, with change callbacks."""
 
+    is_live = staticmethod(is_live)
+
     def __init__(self) -> None:
         self._nodes: dict[str, dict] = {}
         self._pods: dict[tuple[str, str], dict] = {}
@@ -51,6 +53,7 @@ class ClusterSnapshot:
         self._other: dict[tuple[str, str, str, str], dict] = {}
         self._mem_by_product: dict[str, dict[int, int]] = {}
         self._mem_all: dict[int, int] = {}
+        self._node_mem: dict[str, int] = {}  # node -> bytes per GPU (GFD label), for memory-based shares
         self._subscribers: list[Callback] = []
         self.resource_version = 0
 
@@ -169,6 +172,7 @@ class ClusterSnapshot:
         elif kind == "Node":
             product, mem = _node_gpu_memory(obj)
             if mem is not None:
+                self._node_mem[key] = mem
                 self._mem_all[mem] = self._mem_all.get(mem, 0) + 1
                 if product:
                     by = self._mem_by_product.setdefault(product, {})
@@ -190,6 +194,7 @@ class ClusterSnapshot:
                     del self._pods_by_node[node]
         elif kind == "Node":
             product, mem = _node_gpu_memory(obj)
+            self._node_mem.pop(key, None)
             if mem is not None:
                 _decrement(self._mem_all, mem)
                 if product and product in self._mem_by_product:
@@ -271,14 +276,16 @@ class ClusterSnapshot:
         """Objects of a kind Allot does not index (e.g. Kueue ClusterQueues), for tools."""
         return [o for (_, k, _, _), o in self._other.items() if k == kind]
 
+    def node_gpu_memory(self, node_name: str) -> int | None:
+        """Bytes per GPU of a node (GFD `nvidia.com/gpu.memory`), or None."""
+        return self._node_mem.get(node_name)
+
     def gpu_memory(self, product: str | None, node_name: str | None = None) -> int | None:
         """Bytes per device: of the pod's node, else of the product, else the cluster's only size."""
         if node_name:
-            node = self._nodes.get(node_name)
-            if node is not None:
-                mem = _node_gpu_memory(node)[1]
-                if mem is not None:
-                    return mem
+            mem = self._node_mem.get(node_name)
+            if mem is not None:
+                return mem
         if product:
             sizes: set[int] = set()
             for p in product.split(",") if "," in product else (product,):

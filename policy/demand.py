@@ -14,12 +14,27 @@ from policy.subject import PodSet, Problem, make_podset
 _PREFIXES = ("nvidia.com/", "amd.com/")
 
 
-def _device_memory(env: tuple) -> int | None:
-    """Bytes per device of the pod's GPU (env = pod, spec, annotations, snapshot); only memory-based shares need it."""
-    pod, spec, annotations, snapshot = env
+_UNSET = object()
+
+
+def _product(env: list) -> str | None:
+    """The pod's requested product, read once per pod (env = [pod, spec, annotations, snapshot, product])."""
+    if env[4] is _UNSET:
+        env[4] = read_product(env[0], env[1], env[2], env[3])
+    return env[4]
+
+
+def _device_memory(env: list) -> int | None:
+    """Bytes per device of the pod's GPU; only memory-based shares need it."""
+    snapshot = env[3]
     if snapshot is None:
         return None
-    return snapshot.gpu_memory(read_product(pod, spec, annotations, snapshot), spec.get("nodeName"))
+    node = env[1].get("nodeName")
+    if node:
+        mem = snapshot.node_gpu_memory(node)
+        if mem is not None:
+            return mem
+    return snapshot.gpu_memory(_product(env))
 
 
 def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
@@ -55,35 +70,38 @@ def _whole_fast(value) -> int | None:
     return None
 
 
-def _container(c, where: str, index: int, env: tuple, problems: list) -> tuple[int, int | None, int | None] | None:
+def _container(c, where: str, index: int, env: list, problems: list) -> tuple[int, int | None, int | None] | None:
     """(milli-GPU, memory bytes or None, shared milli or None) of one container, None when it asks no GPU."""
     res = c.get("resources")
     if not res:
         return None
     requests = res.get("requests") or EMPTY
     limits = res.get("limits") or EMPTY
-    # Fast path: only whole-GPU resources with plain counts (the common case on the admission path).
-    whole = None
-    exotic = False
-    for table, other in ((limits, requests), (requests, None)):
-        for key in table:
-            if key.startswith(_PREFIXES) and (other is None or key not in other):
-                n = _whole_fast(table[key]) if key in WHOLE else None
-                if n is None:
-                    exotic = True
-                else:
-                    whole = (whole or 0) + n
-    if not exotic:
-        return None if whole is None else (whole * 1000, None, None)
-    acc = [0, 0, None, None, None, None, None]
-    path = f"spec.{where}[{index}].resources"
-    # Limits imply requests for extended resources; an explicit request wins.
+    # One pass per table: GPU-looking keys only. Limits imply requests for extended
+    # resources; an explicit request wins.
+    found = None
     for key in limits:
-        if key.startswith(_PREFIXES) and key not in requests:
-            _read_key(key, limits[key], f"{path}.limits[{key}]", acc, problems)
+        if key.startswith(_PREFIXES):
+            if found is None:
+                found = {}
+            found[key] = "limits"
     for key in requests:
         if key.startswith(_PREFIXES):
-            _read_key(key, requests[key], f"{path}.requests[{key}]", acc, problems)
+            if found is None:
+                found = {}
+            found[key] = "requests"
+    if found is None:
+        return None
+    if len(found) == 1:  # fast path: one whole-GPU resource with a plain count
+        key, table = next(iter(found.items()))
+        if key in WHOLE:
+            n = _whole_fast((requests if table == "requests" else limits)[key])
+            if n is not None:
+                return n * 1000, None, None
+    acc = [0, 0, None, None, None, None, None]
+    for key, table in found.items():
+        value = (requests if table == "requests" else limits)[key]
+        _read_key(key, value, f"spec.{where}[{index}].resources.{table}[{key}]", acc, problems)
     whole, milli, mem_bytes, cores, mem_pct, mem, mig_share = acc
     if cores is None and mem_pct is None and mem is None:
         return milli + whole * 1000, mem_bytes, mig_share
@@ -112,7 +130,7 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
     spec = pod.get("spec") or EMPTY
     annotations = meta.get("annotations") or EMPTY
     problems: list[Problem] = []
-    env = (pod, spec, annotations, snapshot)
+    env = [pod, spec, annotations, snapshot, _UNSET]
     milli = 0
     mem_total = None
     share = None
@@ -166,7 +184,7 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
         problems.extend(Problem(b.code, str(b)) for b in bad_list)
     fraction = share if share is not None and share < 1000 else None
     # The product matters only for pods that ask for GPUs (quota per model, memory floors).
-    product = read_product(pod, spec, annotations, snapshot) if milli or mem_total else None
+    product = _product(env) if milli or mem_total else None
     name = meta.get("name") or meta.get("generateName") or ""
     return make_podset(name, 1, milli, fraction, mem_total, product), problems
 
