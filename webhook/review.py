@@ -73,6 +73,8 @@ def decode(body: bytes, state) -> Review:
         parsed = state.admission.parse_review(doc)
     except state.admission.ReviewError as exc:
         raise BadReview(400, "InvalidRequest", str(exc)[:500], uid) from None
+    except Exception as exc:  # noqa: BLE001 - a parser bug, not bad input: answered by the failure decision
+        parsed = _Unparsed(exc)
     kind = req.get("kind")
     return Review(
         uid=uid,
@@ -91,7 +93,16 @@ def decide(review: Review, *, mutate: bool, state, now: float) -> Decision:
     engine = state.engine
     if engine is None:
         raise NoEngine("no policy set is loaded")
+    if isinstance(review.parsed, _Unparsed):
+        raise review.parsed.error
     return engine.decide(review.parsed, state.snapshot, now, mutate=mutate)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unparsed:
+    """The envelope parser raised unexpectedly; deciding re-raises so the failure decision answers."""
+
+    error: Exception
 
 
 class NoEngine(RuntimeError):

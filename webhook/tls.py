@@ -14,7 +14,6 @@ import asyncio
 import logging
 import os
 import ssl
-import time
 
 from cryptography import x509
 
@@ -112,7 +111,3 @@ def client_context(ca_path: str) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     return ctx
 
-
-def now() -> float:
-    """Wall-clock seconds (kept here so callers need not import time for status stamps)."""
-    return time.time()

@@ -1,6 +1,5 @@
 """`allot serve` and `allot demo` as a user runs them: real processes, real HTTPS, exit codes, no tracebacks."""
 
-import os
 import pathlib
 import signal
 import ssl

@@ -197,3 +197,26 @@ def test_parse_timeout_reads_go_durations(text, want_seconds):
     from webhook.review import parse_timeout
 
     assert parse_timeout(text) == want_seconds
+
+
+def test_a_parser_bug_becomes_the_failure_decision_not_a_500(pki):
+    class BuggyAdmission:
+        ReviewError = admission_module().ReviewError
+        respond = staticmethod(admission_module().respond)
+
+        @staticmethod
+        def parse_review(body):
+            raise KeyError("surprise")
+
+    async def scenario():
+        state, log = make_state(FixedEngine(Decision(allowed=True)))
+        state.admission = BuggyAdmission
+        async with running(state, pki) as (base, session, _):
+            body = review()
+            status, raw = await post(session, base + "/validate", body)
+        r = orjson.loads(raw)["response"]
+        assert status == 200 and r["uid"] == body["request"]["uid"] and r["allowed"] is False
+        assert r["auditAnnotations"]["on-error"] == "deny: exception"
+        assert any(orjson.loads(x).get("error") == "decide" for x in log.getvalue().splitlines())
+
+    asyncio.run(scenario())

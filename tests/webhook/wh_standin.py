@@ -1,56 +1,21 @@
 """Controllable engines for failure paths the real engine cannot be made to take (raise, stall).
 
-They wrap or imitate `policy.engine.Engine.decide`; the envelope parsing and
-encoding stay the real `policy.admission` functions whenever those exist.
+They imitate `policy.engine.Engine.decide`; the envelope parsing and encoding
+stay the real `policy.admission` functions.
 """
 
 from __future__ import annotations
 
-import base64
 import threading
-import time
-
-import orjson
 
 from policy.decision import Decision, Reason
 
 
-class StandInAdmission:
-    """parse_review/respond with the `policy.admission` shape; used only until the real one lands."""
-
-    class ReviewError(Exception):
-        pass
-
-    @staticmethod
-    def parse_review(body: dict) -> dict:
-        req = body["request"]
-        if not isinstance(req.get("object"), dict) and req.get("operation") != "DELETE":
-            raise StandInAdmission.ReviewError("request.object is missing")
-        return req
-
-    @staticmethod
-    def respond(request: dict, decision: Decision, *, mutate: bool) -> dict:
-        resp: dict = {"uid": request["uid"], "allowed": decision.allowed}
-        if not decision.allowed:
-            resp["status"] = {"code": 403, "reason": "Forbidden", "message": "; ".join(r.message for r in decision.denials)}
-        if decision.warnings:
-            resp["warnings"] = list(decision.warnings)
-        if decision.audit:
-            resp["auditAnnotations"] = dict(decision.audit)
-        if mutate and decision.patch:
-            resp["patchType"] = "JSONPatch"
-            resp["patch"] = base64.b64encode(orjson.dumps(list(decision.patch))).decode()
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}
-
-
 def admission_module():
-    """The real policy.admission if it exists, else the stand-in."""
-    try:
-        from policy import admission
+    """The engine's envelope functions (`parse_review`, `respond`, `ReviewError`)."""
+    from policy import admission
 
-        return admission
-    except ImportError:
-        return StandInAdmission
+    return admission
 
 
 class FixedEngine:

@@ -136,7 +136,6 @@ def _cut(text: str, width: int) -> str:
 
 def run(args) -> int:
     """Start the server, send the script, print the table, stop."""
-    import asyncio
     import logging
     import tempfile
 
