@@ -192,6 +192,9 @@ def apply_contribution(node: NodeState, old, new) -> None:
             (i, d) for i, k in enumerate(SHAPES) if (d := (h_new // k if h_new else 0) - (h_old // k if h_old else 0))
         )
     partial_changed = p_old != p_new
+    if h_old is not None and h_new is not None and not partial_changed:
+        _move_whole(node.aggs, h_old, h_new, deltas)  # the common event: a whole-GPU pod binds or leaves
+        return
     for agg in node.aggs:
         hist = agg.hist
         if h_old is not None:
@@ -226,6 +229,30 @@ def apply_contribution(node: NodeState, old, new) -> None:
                     del partial[state]
             for state in p_new:
                 partial[state] = partial.get(state, 0) + 1
+
+
+def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple) -> None:
+    """A node stays counted and only its free whole devices change: histogram, caps and buckets."""
+    for agg in aggs:
+        hist = agg.hist
+        hist[h_old] -= 1
+        if len(hist) <= h_new:
+            hist.extend([0] * (h_new + 1 - len(hist)))
+        hist[h_new] += 1
+        if deltas:
+            caps = agg.caps
+            lists = agg.lists
+            for i, d in deltas:
+                before = caps[i]
+                caps[i] = after = before + d
+                if lists is not None:
+                    buckets = lists[i]
+                    if before:
+                        del buckets[before][agg.domain]
+                    if after:
+                        if len(buckets) <= after:
+                            buckets.extend({} for _ in range(after + 1 - len(buckets)))
+                        buckets[after][agg.domain] = None
 
 
 def add_bulk(node: NodeState, contribution) -> None:
