@@ -109,6 +109,7 @@ class GangPlanner:
         hit = self._chosen.get(key)
         if hit is not None:
             self._remember(key, hit[0], now)
+            self.index.reservations.extend(key, now + self.ttl)  # members still arriving: keep holding
             return hit[0]
         result = self.index.query(gang)
         if result.fits and not dry_run:

@@ -65,6 +65,15 @@ class Ledger:
         """The live reservation of that id, if any."""
         return self.by_id.get(rid)
 
+    def extend(self, rid: str, expires_at: float) -> bool:
+        """Push a live reservation's expiry later (a member arrived: the gang is alive); False if none."""
+        resv = self.by_id.get(rid)
+        if resv is None or expires_at <= resv.expires_at:
+            return resv is not None
+        resv.expires_at = expires_at
+        heapq.heappush(self._heap, (expires_at, rid))
+        return True
+
     def due(self, now: float) -> list[str]:
         """Ids whose expiry is at or before `now`."""
         out: list[str] = []

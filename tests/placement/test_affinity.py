@@ -162,3 +162,13 @@ def test_affinity_names_every_level_when_rack_names_repeat_across_blocks():
     patched = jsonpatch.apply_patch(pod("m", None), planner.patch(pod("m", None), "g", result))
     exprs = patched["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"][0]["matchExpressions"]
     assert {e["key"]: e["values"] for e in exprs} == {BLOCK: ["b2"], RACK: ["r1"]}
+
+
+def test_members_arriving_keep_the_reservation_alive():
+    idx, planner = _planner()
+    planner.plan("g", gang(4, required="host"), now=0.0)
+    planner.plan("g", gang(4, required="host"), now=50.0)  # a member at t=50 extends the hold to t=110
+    planner.plan("other", gang(1, required="host"), now=100.0)
+    assert idx.reservations.get("g") is not None
+    planner.plan("other2", gang(1, required="host"), now=111.0)
+    assert idx.reservations.get("g") is None
