@@ -246,6 +246,15 @@ class ClusterSnapshot:
         """Every PriorityClass."""
         return self._priority_classes.values()
 
+    def default_priority_class(self) -> dict | None:
+        """The `globalDefault: true` PriorityClass (highest value if several, as the API server picks), or None."""
+        best = None
+        for pc in self._priority_classes.values():
+            if pc.get("globalDefault") is True and type(pc.get("value")) is int:
+                if best is None or pc["value"] > best["value"]:
+                    best = pc
+        return best
+
     def group(self, ns: str, name: str, family: str | None = None) -> GroupInfo | None:
         """The gang object `ns/name` of `family` (or of any dialect when None)."""
         byname = self._groups.get((ns, name))

@@ -45,6 +45,11 @@ def _priority(spec: Mapping, snapshot, problems: list) -> tuple[int | None, str 
         obj = snapshot.priority_class(pc)
         if obj is not None and type(obj.get("value")) is int:
             return obj["value"], pc
+    elif pc is None and value is None and snapshot is not None:
+        # No class, no value: what the API server's Priority admission would have set (offline requests).
+        default = snapshot.default_priority_class()
+        if default is not None:
+            return default["value"], default["metadata"]["name"]
     return None, pc
 
 
@@ -95,7 +100,7 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
     pc = spec.get("priorityClassName") or None
     priority = spec.get("priority")
     if type(priority) is not int:
-        priority = _priority(spec, snapshot, problems)[0]
+        priority, pc = _priority(spec, snapshot, problems)
     privileged, host_path, host_network = escalations(spec)
     gpus = podset.gpus
     # Positional, in `Workload` field order (see tests/policy/normalize/test_request.py): keyword

@@ -62,6 +62,23 @@ def test_request_fields(case):
     assert {k: getattr(w, k) for k in case.want} == case.want
 
 
+@pytest.mark.parametrize("classes,spec,want", [
+    ((("low", 10, True), ("mid", 50, False)), {}, (10, "low")),
+    ((("low", 10, True), ("high", 90, True)), {}, (90, "high")),
+    ((("mid", 50, False),), {}, (None, None)),
+    ((("low", 10, True),), {"priorityClassName": "mid"}, (None, "mid")),
+    ((("low", 10, True),), {"priority": 7}, (7, None)),
+])
+def test_global_default_priority_class_fills_an_unset_pod(classes, spec, want):
+    pcs = []
+    for name, value, default in classes:
+        pc = priority_class(name, value)
+        pc["globalDefault"] = default
+        pcs.append(pc)
+    w = normalize(request(pod(**spec)), snapshot(*pcs))
+    assert (w.priority, w.priority_class) == want
+
+
 def test_update_keeps_old_object():
     old, new = pod("p", gpus="1"), pod("p", gpus="2")
     w = normalize(request(new, operation="UPDATE", old=old), cluster())
