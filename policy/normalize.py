@@ -33,7 +33,7 @@ def service_account(user: str | None) -> str | None:
     return None
 
 
-def _priority(spec: Mapping, snapshot, problems: list) -> tuple[int | None, str | None]:
+def _priority(spec: Mapping, snapshot, problems: list, pod: bool = True) -> tuple[int | None, str | None]:
     """(value, class): spec.priority as set by the Priority admission plugin, else the class's value."""
     pc = spec.get("priorityClassName") or None
     value = spec.get("priority")
@@ -45,7 +45,7 @@ def _priority(spec: Mapping, snapshot, problems: list) -> tuple[int | None, str 
         obj = snapshot.priority_class(pc)
         if obj is not None and type(obj.get("value")) is int:
             return obj["value"], pc
-    elif pc is None and value is None and snapshot is not None:
+    elif pod and pc is None and value is None and snapshot is not None:
         # No class, no value: what the API server's Priority admission would have set (offline requests).
         default = snapshot.default_priority_class()
         if default is not None:
@@ -139,7 +139,7 @@ def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: l
         tspec = ((ps or EMPTY).get("template") or EMPTY).get("spec") or EMPTY
         p, h, n = escalations(tspec)
         privileged, host_path, host_network = privileged or p, host_path or h, host_network or n
-    priority, pc = _priority(spec, snapshot, problems)
+    priority, pc = _priority(spec, snapshot, problems, pod=False)  # Priority admission defaults Pods only
     return make_workload(
         kind=obj.get("kind") or base.get("kind") or "", labels=meta.get("labels") or EMPTY,
         annotations=meta.get("annotations") or EMPTY,
