@@ -15,7 +15,8 @@ from typing import Callable
 from lang import ir
 from policy import agents, fraction, gang, priority, quota, rules
 from policy.expr import Levels, compile_condition, compile_expr, compile_template
-from policy.pipeline import build_pipeline
+from policy.context import where
+from policy.pipeline import Step, build_pipeline
 
 MODES = ("enforce", "warn", "audit")
 
@@ -34,7 +35,7 @@ class Compiled:
     identities: list[Callable] = field(default_factory=list)
     quota_specs: list[quota.QuotaSpec] = field(default_factory=list)
     checks: list[tuple[str, Callable]] = field(default_factory=list)  # (stage, check) in evaluation order
-    check_selectors: list[ir.Expr | None] = field(default_factory=list)  # the `for` the pipeline tests before checks[i]
+    steps: list[Step] = field(default_factory=list)  # checks[i] as a pipeline step: guard, `for`, check
     namespace_keys: dict[int, str] = field(default_factory=dict)  # position in `checks` -> the only namespace it can match
     block_ids: list[str] = field(default_factory=list)
     by_namespace: dict[str, Callable] = field(default_factory=dict)  # namespace -> pipeline of the checks that can apply
@@ -104,7 +105,7 @@ def compile_priority(c: Compiled) -> None:
 def compile_fractions(c: Compiled) -> None:
     """Fraction blocks."""
     for f in c.policy.fractions:
-        _add(c, "fraction", f.selector, fraction.make_check(f, None, c.modes[f.id]))
+        _add(c, "fraction", f.selector, fraction.make_check(f, None, c.modes[f.id]), FRACTION_GUARD)
 
 
 def compile_quotas(c: Compiled) -> None:
@@ -112,21 +113,21 @@ def compile_quotas(c: Compiled) -> None:
     for i, q in enumerate(c.policy.quotas):
         spec = quota.compile_quota(q, i, c.selectors[q.id], c.modes[q.id])
         c.quota_specs.append(spec)  # the ledger tests the selector on live pods itself
-        _add(c, "quota", q.selector, quota.make_check(spec, prefiltered=True))
+        _add(c, "quota", q.selector, quota.make_check(spec, prefiltered=True), QUOTA_GUARD)
 
 
 def compile_gangs(c: Compiled) -> None:
     """Gang blocks with their topology requirements' `when` closures."""
     for g in c.policy.gangs:
         whens = tuple(c.cond(t.when) for t in g.topology)
-        _add(c, "gang", g.selector, gang.make_check(g, None, whens, c.levels.label, c.modes[g.id]))
+        _add(c, "gang", g.selector, gang.make_check(g, None, whens, c.levels.label, c.modes[g.id]), GANG_GUARD)
 
 
 def compile_rules(c: Compiled) -> None:
     """Rules last, so their `set` patches follow every other block's."""
     for r in c.policy.rules:
-        check = rules.make_check(r, None, c.cond(r.when), c.value, c.message, c.modes[r.id])
-        _add(c, "rule", r.selector, check)
+        check = rules.make_check(r, None, None, c.value, c.message, c.modes[r.id], selected=True)
+        _add(c, "rule", r.selector, check, step=dict(block=r.id, when=r.when, location=where(r.span)))
 
 
 def namespace_key(expr: ir.Expr | None) -> str | None:
@@ -144,19 +145,26 @@ def namespace_key(expr: ir.Expr | None) -> str | None:
     return None
 
 
-def _add(c: Compiled, stage: str, selector: ir.Expr | None, check: Callable) -> None:
-    """Append a check; the pipeline tests `selector` before calling it; note its namespace key."""
+# What a kind of block concerns at all, tested before its `for` (cheap attribute tests first).
+# The checks test the same again: the guards only save calls, they never decide.
+FRACTION_GUARD = "w.fraction is not None"
+QUOTA_GUARD = "w.operation == 'CREATE' and (w.total_gpus > 0 or w.gpu_memory)"
+GANG_GUARD = "w.operation == 'CREATE'"
+
+
+def _add(c: Compiled, stage: str, selector: ir.Expr | None, check: Callable, guard: str | None = None, step: dict | None = None) -> None:
+    """Append a check; the pipeline tests `guard` and `selector` before calling it; note its namespace key."""
     key = namespace_key(selector)
     if key is not None:
         c.namespace_keys[len(c.checks)] = key
     c.checks.append((stage, check))
-    c.check_selectors.append(selector)
+    c.steps.append(Step(guard, selector, check, **(step or {})))
 
 
 def index_by_namespace(c: Compiled) -> None:
     """Rule indexing (as OPA does): per namespace, a pipeline of only the checks that can apply there."""
     keyed = c.namespace_keys
-    steps = list(zip(c.check_selectors, (chk for _, chk in c.checks)))
+    steps = c.steps
     c.unkeyed = build_pipeline([s for i, s in enumerate(steps) if i not in keyed], c.levels)
     c.by_namespace = {
         ns: build_pipeline([s for i, s in enumerate(steps) if keyed.get(i, ns) == ns], c.levels) for ns in set(keyed.values())

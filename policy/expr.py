@@ -66,10 +66,9 @@ def compile_condition(expr: ir.Expr | None, levels: Levels | None = None) -> Cal
     """A truth-valued function, or None for "no condition" (always true; callers skip the call)."""
     if expr is None:
         return None
-    fn = compile_expr(expr, levels)
-    if isinstance(expr, (ir.Compare, ir.Matches, ir.Contains, ir.Has, ir.And, ir.Or, ir.Not)):
-        return fn  # already returns a real bool
-    return lambda w: bool(fn(w))
+    from policy.exprgen import generate_condition
+
+    return generate_condition(expr, levels or Levels())
 
 
 def _compile(e: ir.Expr, levels: Levels) -> Getter:

@@ -71,12 +71,12 @@ def _src(e: ir.Expr, g: Gen) -> str:
         scale = " // 1000" if e.op == "*" and e.left.type in _MILLI and e.right.type in _MILLI else ""
         return f"(None if ({a} := {_src(e.left, g)}) is None or ({b} := {_src(e.right, g)}) is None else ({a} {e.op} {b}){scale})"
     if kind is ir.Matches:
-        match = g.const(re.compile(fnmatch.translate(e.pattern)).match)
         target = _src(e.target, g)
+        test = _glob_test(e.pattern, g)
         if _never_none(e.target):
-            return f"({match}({target}) is not None)"
+            return test.format(v=target)
         v = g.var()
-        return f"(({v} := {target}) is not None and {match}({v}) is not None)"
+        return f"(({v} := {target}) is not None and {test.format(v=v)})"
     if kind is ir.Contains:
         item, container = _src(e.item, g), _src(e.container, g)
         if _never_none(e.item) and _never_none(e.container):
@@ -94,6 +94,31 @@ def _src(e: ir.Expr, g: Gen) -> str:
     if kind is ir.Or:
         return "(" + " or ".join(_truth(i, g) for i in e.items) + ")"
     raise TypeError(f"unknown expression node {kind.__name__}")
+
+
+_GLOB_SPECIAL = re.compile(r"[*?\[]")
+
+
+def _glob_test(pattern: str, g: Gen) -> str:
+    """A test of `{v}` against an fnmatch glob: string methods for the common shapes, a regex otherwise.
+
+    `team-a*` -> startswith, `*-dev` -> endswith, `*x*` -> `in`, no wildcard -> ==.
+    """
+    core = pattern.strip("*")
+    if not _GLOB_SPECIAL.search(core):
+        lead, trail = pattern.startswith("*"), pattern.endswith("*") and len(pattern) > 1
+        if not core:
+            return "True"  # `*` matches any present string
+        if lead and trail:
+            return f"({core!r} in {{v}})"
+        if trail and pattern == core + "*" * (len(pattern) - len(core)):
+            return f"{{v}}.startswith({core!r})"
+        if lead and pattern == "*" * (len(pattern) - len(core)) + core:
+            return f"{{v}}.endswith({core!r})"
+        if pattern == core:
+            return f"({{v}} == {core!r})"
+    match = g.const(re.compile(fnmatch.translate(pattern)).match)
+    return f"({match}({{v}}) is not None)"
 
 
 def _truth(e: ir.Expr, g: Gen) -> str:
@@ -121,6 +146,13 @@ def _compare(e: ir.Compare, g: Gen) -> str:
 def source(expr: ir.Expr, g: Gen) -> str:
     """The inline source of a condition over `w`, its constants registered in `g`."""
     return _truth(expr, g)
+
+
+def generate_condition(expr: ir.Expr, levels: Levels):
+    """The compiled function `f(w) -> bool` of a condition."""
+    g = Gen(levels)
+    code = compile(f"lambda w: {_truth(expr, g)}", "<policy condition>", "eval")
+    return eval(code, {"__builtins__": {"bool": bool}, **g.consts})  # noqa: S307 - source built from the IR only
 
 
 def generate(expr: ir.Expr, levels: Levels):

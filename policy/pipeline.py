@@ -13,6 +13,7 @@ inline and calls only the checks that apply, in evaluation order:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from lang import ir
@@ -20,16 +21,48 @@ from policy.expr import Levels
 from policy.exprgen import Gen, source
 
 
-def build_pipeline(steps: Sequence[tuple[ir.Expr | None, Callable]], levels: Levels) -> Callable:
-    """The function running `steps` = [(selector or None, check)] in order."""
+@dataclass(frozen=True)
+class Step:
+    """One block in the pipeline: `guard` and `selector` before `check`.
+
+    With `block` set (rules), the pipeline itself records the block as selected and
+    calls `check` only when `when` also holds (tracing "`when` is false" otherwise).
+    A guard is a constant condition written by the engine (never policy text).
+    """
+
+    guard: str | None
+    selector: ir.Expr | None
+    check: Callable
+    block: str | None = None
+    when: ir.Expr | None = None
+    location: str = ""
+
+
+def _note_when_false(ctx, block: str, location: str) -> None:
+    ctx.note(block, location, "selected; `when` is false")
+
+
+def build_pipeline(steps: Sequence[Step], levels: Levels) -> Callable:
+    """The function running `steps` in order."""
     g = Gen(levels)
-    lines = ["def pipeline(ctx):", "    w = ctx.w"]
-    for selector, check in steps:
-        name = g.const(check)
-        if selector is None:
-            lines.append(f"    {name}(ctx)")
+    note = g.const(_note_when_false)
+    lines = ["def pipeline(ctx):", "    w = ctx.w", "    blocks = ctx.blocks"]
+    for step in steps:
+        name = g.const(step.check)
+        tests = [f"({step.guard})"] if step.guard else []
+        if step.selector is not None:
+            tests.append(source(step.selector, g))
+        test = " and ".join(tests) or "True"
+        if step.block is None:
+            lines.append(f"    if {test}: {name}(ctx)" if tests else f"    {name}(ctx)")
+            continue
+        lines.append(f"    if {test}:")
+        lines.append(f"        blocks.append({step.block!r})")
+        if step.when is None:
+            lines.append(f"        {name}(ctx)")
         else:
-            lines.append(f"    if {source(selector, g)}: {name}(ctx)")
+            lines.append(f"        if {source(step.when, g)}: {name}(ctx)")
+            lines.append(f"        elif ctx.trace is not None: {note}(ctx, {step.block!r}, {step.location!r})")
     if len(lines) == 2:
         lines.append("    return None")
     namespace = {"__builtins__": {"bool": bool}, **g.consts}

@@ -17,8 +17,13 @@ from policy.expr import render_value
 _MAP_PATH = {"labels": ("metadata", "labels"), "annotations": ("metadata", "annotations")}
 
 
-def make_check(rule: ir.Rule, selector, when, compile_value, compile_message, mode: str) -> Callable[[Context], None]:
-    """The per-request check of one rule; `compile_*` turn IR expressions/templates into closures."""
+def make_check(
+    rule: ir.Rule, selector, when, compile_value, compile_message, mode: str, *, selected: bool = False
+) -> Callable[[Context], None]:
+    """The per-request check of one rule; `compile_*` turn IR expressions/templates into closures.
+
+    `selected`: the pipeline already tested `for` and `when` and recorded the block; only act.
+    """
     block = rule.id
     location = where(rule.span)
     denies = []
@@ -32,12 +37,13 @@ def make_check(rule: ir.Rule, selector, when, compile_value, compile_message, mo
 
     def check(ctx: Context) -> None:
         w = ctx.w
-        if selector is not None and not selector(w):
-            return
-        ctx.blocks.append(block)
-        if when is not None and not when(w):
-            ctx.note(block, location, "selected; `when` is false")
-            return
+        if not selected:
+            if selector is not None and not selector(w):
+                return
+            ctx.blocks.append(block)
+            if when is not None and not when(w):
+                ctx.note(block, location, "selected; `when` is false")
+                return
         for message, loc in denies:
             ctx.find("RuleDenied", block, loc, f"{rule.name}: {message(w)}", mode, {})
         if sets and ctx.mutate and w.obj is not None and w.operation in ("CREATE", "UPDATE"):

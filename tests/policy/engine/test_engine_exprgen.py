@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lang import ir
 from lang.span import Span
 from policy.expr import Levels, compile_expr, compile_reference
-from policy.pipeline import build_pipeline
+from policy.pipeline import Step, build_pipeline
 
 S = Span("t.policy", 1, 1, 1, 2)
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "150"))
@@ -49,7 +49,7 @@ def cond():
     base = st.one_of(
         st.builds(lambda op, a, b: ir.Compare(op, a, b, S), ops, int_expr(), int_expr()),
         st.builds(lambda op, a, b: ir.Compare(op, a, b, S), st.sampled_from(["==", "!="]), str_expr(), str_expr()),
-        st.builds(lambda t, p: ir.Matches(t, p, S), str_expr(), st.sampled_from(["team-*", "*", "w?b-[0-9]"])),
+        st.builds(lambda t, p: ir.Matches(t, p, S), str_expr(), st.sampled_from(["team-*", "*", "w?b-[0-9]", "*-1", "*eam*", "web-1", "**", "t*a"])),
         st.builds(lambda i: ir.Contains(i, field("labels"), S), str_expr()),
         st.builds(lambda i: ir.Contains(i, field("groups"), S), str_expr()),
         st.builds(lambda t: ir.Has(t, S), st.one_of(str_expr(), int_expr())),
@@ -100,8 +100,8 @@ def test_pipeline_calls_exactly_the_matching_checks_in_order(selectors, w):
         pass
 
     ctx = Ctx()
-    ctx.w = w
-    steps = [(sel, (lambda c, i=i: called.append(i))) for i, sel in enumerate(selectors)]
+    ctx.w, ctx.blocks, ctx.trace = w, [], None
+    steps = [Step(None, sel, (lambda c, i=i: called.append(i))) for i, sel in enumerate(selectors)]
     build_pipeline(steps, LEVELS)(ctx)
     want = [i for i, sel in enumerate(selectors) if sel is None or compile_reference(sel, LEVELS)(w)]
     assert called == want
