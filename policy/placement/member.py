@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
@@ -27,12 +27,13 @@ def gang_key(w: Workload) -> str:
 
 
 def gang_request(w: Workload, topology: str, level: str, per_gpu: int | None = None) -> GangRequest:
-    """The gang a workload stands for: a group's pod sets, or `min_members` pods shaped like this pod."""
-    if w.pod_sets:
+    """The gang a workload stands for: a group's pod sets, or for a Pod `min_members` pods shaped like it."""
+    if w.kind != "Pod" and w.pod_sets:
         pod_sets = tuple(w.pod_sets)
-    else:
-        count = max(w.min_members or w.pods or 1, 1)
-        pod_sets = (PodSet(w.name or "member", count, w.gpus, w.fraction, w.gpu_memory, w.gpu_product),)
+    else:  # a Pod's own pod set says its shape (count 1); the gang is min_members of them
+        count = max(w.min_members or 1, 1)
+        shape = w.pod_sets[0] if w.pod_sets else PodSet(w.name or "member", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)
+        pod_sets = (replace(shape, count=count),)
     return GangRequest(pod_sets, min_count=w.min_members, topology=topology, required=level, per_gpu=per_gpu)
 
 

@@ -116,10 +116,12 @@ def test_unfit_result_gives_no_patch():
 
 
 def _member(name, gpus=1000, dry_run=False):
-    from policy.subject import Workload
+    from policy.subject import PodSet, Workload
 
     obj = pod(name, None, gpus=gpus // 1000)
-    return Workload(kind="Pod", name=name, namespace="team-a", gang="train", min_members=3, gpus=gpus, pods=1, dry_run=dry_run, obj=obj)
+    own = (PodSet(name, 1, gpus),)  # normalization gives a Pod its own one-pod set
+    return Workload(kind="Pod", name=name, namespace="team-a", gang="train", min_members=3, gpus=gpus, pods=1,
+                    dry_run=dry_run, obj=obj, pod_sets=own)
 
 
 def test_place_member_pins_all_members_to_one_domain():
@@ -148,6 +150,8 @@ def test_place_member_dry_run_reserves_nothing_and_unfit_explains():
     assert dry.fits and dry.placement.reservation is None and idx.reservations.get("team-a/train") is None
     big = place_member(planner, _member("m0", gpus=4000), "fabric", "host", now=0.0)
     assert not big.fits and big.patch == () and "no host" in big.reason
+    gang3 = place_member(planner, _member("m1", gpus=4000), "fabric", "block", now=0.0)
+    assert gang3.fits and dict(gang3.result.nodes) == {"a1": 1, "a2": 1, "b1": 1}, "the gang is 3 members, not 1"
 
 
 def test_affinity_names_every_level_when_rack_names_repeat_across_blocks():
