@@ -101,3 +101,19 @@ def test_bench_check_json(capsys):
 def test_bench_check_rejects_bad_n(capsys):
     code, _, err = run(capsys, "bench", "check", "0")
     assert code == 2 and "N must be" in err
+
+
+def test_warnings_alone_do_not_fail_check(tmp_path, capsys):
+    p = tmp_path / "w.policy"
+    p.write_text("quota q {\n  cohort solo\n  gpus 8\n}\n")
+    code, out, _ = run(capsys, "check", str(p))
+    assert code == 0 and "warning[W0302]" in out and out.rstrip().endswith("0 errors, 1 warning")
+
+
+def test_check_defaults_to_the_policies_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "check")
+    assert code == 2 and "policies: no such file or directory" in err
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "a.policy").write_text("priority p 1\n")
+    assert run(capsys, "check")[0] == 0

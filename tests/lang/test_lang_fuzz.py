@@ -27,6 +27,15 @@ def must_not_crash(text: str) -> None:
         assert exc.diagnostics
     else:
         assert lang.format_source(out, "f.policy") == out
+        assert meaning(out) == meaning(text)
+
+
+def meaning(text: str):
+    """The lowered set with spans blanked (diagnostics aside): what formatting must not change."""
+    from lang.lower import lower_files
+
+    f, _ = lang.parse(text, "f.policy")
+    return lang.strip_spans(lower_files([f])[0]) if f is not None else None
 
 
 @FUZZ
