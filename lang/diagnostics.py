@@ -123,6 +123,7 @@ def to_sarif(diags: list[Diagnostic], tool_version: str = "0.1.0") -> dict:
         "runs": [
             {
                 "tool": {"driver": {"name": "allot", "version": tool_version, "rules": rules}},
+                "columnKind": "unicodeCodePoints",
                 "results": results,
             }
         ],

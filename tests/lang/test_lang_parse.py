@@ -155,3 +155,9 @@ def test_operator_precedence(src, want):
 def test_operator_misuse_is_a_syntax_error(src, want_words):
     _, diags = lang.parse(f'rule r {{\n  when {src}\n  deny "x"\n}}\n', "t.policy")
     assert [d.code for d in diags] == ["E0001"] and want_words in diags[0].message and diags[0].span.line == 2
+
+
+def test_error_count_is_capped_per_file():
+    src = "quota q {\n  gpus x\n}\n" * 40
+    _, diags = lang.parse(src, "t.policy")
+    assert [d.code for d in diags] == ["E0001"] * 25 + ["E0005"]
