@@ -118,3 +118,17 @@ def test_bench_place_small_json(capsys):
 def test_bench_place_rejects_unknown_levels(capsys):
     assert main(["bench", "place", "--levels", "block,zone"]) == 2
     assert "--levels" in capsys.readouterr().err
+
+
+def test_place_reads_kueue_pod_annotations_and_scales_to_the_group_size(tmp_path, capsys):
+    member = pod("w0", None, gpus=4)
+    member["metadata"]["labels"] = {"kueue.x-k8s.io/pod-group-name": "g"}
+    member["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/pod-group-total-count": "2",
+        "kueue.x-k8s.io/podset-required-topology": "topology.acme.io/rack",
+    }
+    code = main(["place", "--cluster", _cluster(tmp_path), _write(tmp_path, "gang.yaml", [member])])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["level"] == "rack" and out["request"]["pods"] == 2
+    assert sum(out["nodes"].values()) == 2

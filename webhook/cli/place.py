@@ -98,18 +98,21 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
 
     counts: dict[tuple, int] = {}
     group = None
+    member = None  # the first pod: Kueue / KAI put the topology request and group size on pods
     for obj in objs:
         if obj.get("kind") == "Pod":
             ps = pod_demand(obj, snapshot)
             key = (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product)
             counts[key] = counts.get(key, 0) + 1
+            member = member or normalize_object(obj, snapshot)
         elif obj.get("kind") in ("PodGroup", "Workload"):
             group = normalize_object(obj, snapshot)
         else:
             raise UsageError(f"GANG holds a {obj.get('kind')!r}; expected PodGroup, Workload or Pod objects")
+    group = group or member
     if counts:
         pod_sets = tuple(PodSet(f"pods-{i}", n, *key) for i, (key, n) in enumerate(counts.items()))
-    elif group is not None and group.pod_sets:
+    elif group is not None and group.pod_sets and group.kind != "Pod":
         pod_sets = tuple(group.pod_sets)
     else:
         raise UsageError("GANG declares no pod sets: add its pods, or a group that lists them")
@@ -129,6 +132,10 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
     required = level_of(args.required, group.topology_required if group else None)
     preferred = level_of(args.preferred, group.topology_preferred if group else None)
     min_count = group.min_members if group is not None else None
+    listed = sum(ps.count for ps in pod_sets)
+    if min_count and listed < min_count:  # members not written out yet are shaped like the last listed ones
+        last = pod_sets[-1]
+        pod_sets = (*pod_sets[:-1], PodSet(last.name, last.count + min_count - listed, last.gpus, last.fraction, last.gpu_memory, last.gpu_product))
     return GangRequest(pod_sets, min_count=min_count, topology=topology_name, required=required, preferred=preferred, per_gpu=args.per_gpu)
 
 
