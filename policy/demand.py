@@ -78,26 +78,34 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
     requests = res.get("requests") or EMPTY
     limits = res.get("limits") or EMPTY
     # One pass per table: GPU-looking keys only. Limits imply requests for extended
-    # resources; an explicit request wins.
+    # resources; an explicit request wins. The usual pod names one whole-GPU key: no dict then.
+    one = None
     found = None
     for key in limits:
         if key.startswith(_PREFIXES):
-            if found is None:
-                found = {}
-            found[key] = "limits"
+            if one is None:
+                one = key
+            else:
+                found = found or {one: "limits"}
+                found[key] = "limits"
     for key in requests:
         if key.startswith(_PREFIXES):
-            if found is None:
-                found = {}
-            found[key] = "requests"
-    if found is None:
+            if one is None:
+                one = key
+            elif key != one or found is not None:
+                found = found or {one: "requests" if one in requests else "limits"}
+                found[key] = "requests"
+    if one is None:
         return None
-    if len(found) == 1:  # fast path: one whole-GPU resource with a plain count
-        key, table = next(iter(found.items()))
-        if key in WHOLE:
-            n = _whole_fast((requests if table == "requests" else limits)[key])
-            if n is not None:
-                return n * 1000, None, None
+    if found is None:
+        table = "requests" if one in requests else "limits"
+        if one in WHOLE:  # fast path: one whole-GPU resource with a plain count
+            value = requests[one] if table == "requests" else limits[one]
+            if type(value) is int and value >= 0:
+                return value * 1000, None, None
+            if type(value) is str and value.isdigit():
+                return int(value) * 1000, None, None
+        found = {one: table}
     acc = [0, 0, None, None, None, None, None]
     for key, table in found.items():
         value = (requests if table == "requests" else limits)[key]
