@@ -14,7 +14,16 @@ import json
 import sys
 
 DEFAULT_USER = "kubernetes-admin"
-DEFAULT_GROUPS = ("system:masters", "system:authenticated")
+
+
+def default_groups(user: str) -> tuple[str, ...]:
+    """The groups the API server gives `user` when --group is not given (kubeadm admin, service accounts)."""
+    if user == DEFAULT_USER:
+        return ("system:masters", "system:authenticated")
+    parts = user.split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+        return ("system:serviceaccounts", f"system:serviceaccounts:{parts[2]}", "system:authenticated")
+    return ("system:authenticated",)
 
 
 def add_arguments(parser) -> None:
@@ -24,7 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cluster", metavar="FILE", help="cluster state: `kubectl get … -o yaml` List (default: empty)")
     parser.add_argument("--mutate", action="store_true", help="decide as the mutating webhook (include the JSONPatch)")
     parser.add_argument("--user", default=DEFAULT_USER, help=f"requesting user for a bare manifest (default {DEFAULT_USER})")
-    parser.add_argument("--group", action="append", metavar="G", help="requesting user's group (repeatable)")
+    parser.add_argument("--group", action="append", metavar="G", help="requesting user's group (repeatable; default: what the API server gives the user)")
     parser.add_argument("--operation", default="CREATE", type=str.upper, choices=("CREATE", "UPDATE", "DELETE", "CONNECT"))
     parser.add_argument("--explain", action="store_true", help="print a human trace of every block instead of the JSON")
     parser.add_argument("--now", type=float, metavar="T", help="decision time, Unix seconds (default: the clock)")
@@ -102,7 +111,7 @@ def run(args) -> int:
     from policy.engine import Engine
 
     doc = read_document(args.request)
-    groups = tuple(args.group) if args.group else DEFAULT_GROUPS
+    groups = tuple(args.group) if args.group else default_groups(args.user)
     request = build_request(doc, user=args.user, groups=groups, operation=args.operation)
     policy_set = load_policy(args.policy)
     if policy_set is None:
@@ -153,6 +162,8 @@ def _fmt_subject(w) -> str:
 
 def render_explain(request: dict, w, decision, trace, policy_set) -> str:
     """The human trace: request, subject, each block's steps with their source line, the outcome."""
+    from policy.admission import headline
+
     res = request.get("resource", {}).get("resource", "")
     sub = request.get("subResource")
     user = request.get("userInfo", {})
@@ -177,7 +188,7 @@ def render_explain(request: dict, w, decision, trace, policy_set) -> str:
     out.append("")
     out.append("decision  " + ("ALLOWED" if decision.allowed else "DENIED"))
     for r in decision.denials:
-        out.append(f"  deny    {r.block}: {r.message}  [{r.code} at {r.location}]")
+        out.append(f"  deny    {headline(r.block, r.message)}  [{r.code} at {r.location}]")
     for wtext in decision.warnings:
         out.append(f"  warning {wtext}")
     for key, value in decision.audit.items():

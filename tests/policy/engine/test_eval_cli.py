@@ -99,3 +99,17 @@ def test_explain_prints_blocks_arithmetic_and_source(files, capsys):
     out = capsys.readouterr().out
     assert "quota solo" in out and "0 in use + 5 requested > 4 nominal + 0 borrowable" in out
     assert "| quota solo {" in out and "decision  DENIED" in out
+
+
+@pytest.mark.parametrize(
+    "user, want",
+    [
+        ("kubernetes-admin", ("system:masters", "system:authenticated")),
+        ("system:serviceaccount:agents-1:bot", ("system:serviceaccounts", "system:serviceaccounts:agents-1", "system:authenticated")),
+        ("alice", ("system:authenticated",)),
+    ],
+)
+def test_default_groups_follow_the_user(user, want):
+    from webhook.cli.eval import default_groups
+
+    assert default_groups(user) == want
