@@ -13,6 +13,11 @@ MODES = ("enforce", "warn", "audit")
 REPEATABLE = (ast.Level, ast.RequireTopology, ast.Allow, ast.DenyStmt, ast.SetStmt)
 
 
+def known(noun: str, names) -> str:
+    """A help line listing what is declared: `declared models: h100, l4`."""
+    return f"declared {noun}: " + (", ".join(sorted(names)) if names else "none")
+
+
 def decl_name(d: ast.Decl) -> str:
     """The declared name; an unnamed agents block is called `agents`."""
     return d.name.name if d.name is not None else d.kind

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lang import ast, ir
-from lang.checker import check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name
-from lang.diagnostics import Diagnostic, error
+from lang.checker import check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
+from lang.diagnostics import Diagnostic, error, warning
 from lang.exprs import ExprLowerer, Scope, coerce_number
 from lang.fold import truth
 from lang.ir import Type
@@ -41,8 +41,6 @@ class Lowerer:
         if t is False:
             self.err("E0301", f"this `{what}` can never be true", e.span, "a comparison with `none` is always false; use `has(x)`" if _mentions_none(out) else None)
         elif t is True:
-            from lang.diagnostics import warning
-
             self.diags.append(warning("W0301", f"this `{what}` is always true", e.span, f"remove the `{what}` line"))
         return out
 
@@ -90,7 +88,7 @@ class Lowerer:
                 continue
             amount = self.amount(s, Type.GPU)
             if s.of.name not in self.scope.gpus:
-                self.err("E0102", f"unknown GPU model `{s.of.name}`", s.of.span, _known("models", self.scope.gpus))
+                self.err("E0102", f"unknown GPU model `{s.of.name}`", s.of.span, known("models", self.scope.gpus))
             elif amount is not None:
                 if total is not None and amount > total:
                     self.err("E0302", f"{s.value.text} GPUs of {s.of.name} exceed the quota's total of {stmts['gpus'].value.text}", s.span, "a per-model amount is part of the total")
@@ -143,10 +141,6 @@ class Lowerer:
             mode=check_mode(stmts, self.diags),
             span=b.span,
         )
-
-
-def _known(noun: str, names) -> str:
-    return f"declared {noun}: " + (", ".join(sorted(names)) if names else "none")
 
 
 def _mentions_none(e) -> bool:

@@ -6,7 +6,7 @@ import difflib
 import re
 
 from lang import ast, ir
-from lang.checker import check_mode, check_statements, decl_name
+from lang.checker import check_mode, check_statements, decl_name, known
 from lang.diagnostics import warning
 from lang.ir import Type
 from lang.exprs import an
@@ -32,7 +32,7 @@ def lower_gang(low, b: ast.Block) -> ir.Gang:
         when = low.condition(s.when, "when")
         topo, level = s.topology.name, s.level.name
         if topo not in low.scope.topologies:
-            low.err("E0103", f"unknown topology `{topo}`", s.topology.span, _known("topologies", low.scope.topologies))
+            low.err("E0103", f"unknown topology `{topo}`", s.topology.span, known("topologies", low.scope.topologies))
             continue
         if level not in low.scope.topologies[topo]:
             low.err("E0104", f"topology `{topo}` has no level `{level}`", s.level.span, "levels: " + ", ".join(low.scope.topologies[topo]))
@@ -163,7 +163,3 @@ def _fields(e) -> list[ir.Field]:
 def _close(name: str, options) -> str | None:
     close = difflib.get_close_matches(name, list(options), n=1)
     return f"did you mean `{close[0]}`?" if close else None
-
-
-def _known(noun: str, names) -> str:
-    return f"declared {noun}: " + (", ".join(sorted(names)) if names else "none")
