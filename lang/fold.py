@@ -13,6 +13,11 @@ _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NUMERIC = {Type.INT, Type.GPU, Type.FRACTION, Type.BYTES}
 # Fields that can never be negative: `gpus < 0` is decidably false.
 NON_NEGATIVE = {"pods", "gpus", "total_gpus", "fraction", "gpu_memory", "min_members"}
+# Fields normalization always fills (policy/subject.py defaults): `has(gpus)` is always true.
+ALWAYS_PRESENT = {
+    "kind", "operation", "pods", "gpus", "total_gpus", "agent", "privileged", "host_path", "host_network",
+    "labels", "annotations", "namespace.labels", "groups",
+}  # fmt: skip
 
 
 def truth(e: ir.Expr | None) -> bool | None:
@@ -37,7 +42,9 @@ def truth(e: ir.Expr | None) -> bool | None:
     if isinstance(e, ir.Compare):
         return _compare(e)
     if isinstance(e, ir.Has):
-        return False if isinstance(e.target, ir.Lit) and e.target.value is None else None
+        if isinstance(e.target, ir.Lit):
+            return e.target.value is not None
+        return True if isinstance(e.target, ir.Field) and e.target.name in ALWAYS_PRESENT else None
     if isinstance(e, ir.Matches) and isinstance(e.target, ir.Lit) and isinstance(e.target.value, str):
         return fnmatch.fnmatchcase(e.target.value, e.pattern)
     return None
