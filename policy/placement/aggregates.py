@@ -1,14 +1,16 @@
 """Per-domain incremental aggregates and per-level capacity buckets, so a query touches domains, not nodes.
 
-Each domain keeps, per GPU model: a histogram of its
-eligible nodes by free whole devices, the pods of k whole GPUs it holds for each
-k in `SHAPES` (exact: sum of `free // k` over its nodes), and a count of its
-shared devices by state. Each level keeps, per model and shape, buckets of domains
-by capacity, so "the tightest domain that holds n pods" is a walk up from bucket n.
+Each domain keeps, per GPU model: a histogram of its eligible nodes by free whole
+devices, the pods of k whole GPUs it holds for each k in `SHAPES` (exact: sum of
+`free // k` over its nodes), and a count of its shared devices by state. Each level
+keeps, per model and shape, buckets of domains by capacity with the non-empty
+capacities sorted, so "the tightest domain that holds n pods" is one bisection.
 A node event changes one node's contribution and updates its ancestors: O(depth).
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left, insort
 
 from policy.placement.devices import FULL, Demand, NodeState, device_fit
 
@@ -25,12 +27,54 @@ def caps_of(h: int) -> tuple[int, ...]:
     return _CAPS_OF[h]
 
 
+class Buckets:
+    """Domains of one level by capacity for one model and shape: sparse, with the non-empty capacities sorted.
+
+    Sparse and bisected rather than a list indexed by capacity, so a wide level (a zone of
+    85k nodes holds 340k pods) costs O(log n) to search and no memory for empty capacities.
+    """
+
+    __slots__ = ("by_cap", "order")
+
+    def __init__(self) -> None:
+        self.by_cap: dict[int, dict] = {}  # capacity -> insertion-ordered domains
+        self.order: list[int] = []  # non-empty capacities, ascending
+
+    def move(self, domain, before: int, after: int) -> None:
+        """Move `domain` from capacity `before` to `after` (0 = not held)."""
+        by_cap = self.by_cap
+        if before:
+            bucket = by_cap[before]
+            del bucket[domain]
+            if not bucket:
+                del by_cap[before]
+                order = self.order
+                del order[bisect_left(order, before)]
+        if after:
+            bucket = by_cap.get(after)
+            if bucket is None:
+                by_cap[after] = {domain: None}
+                insort(self.order, after)
+            else:
+                bucket[domain] = None
+
+    def at_least(self, n: int):
+        """The first domain of the lowest capacity ≥ n, or None."""
+        order = self.order
+        i = bisect_left(order, n)
+        return next(iter(self.by_cap[order[i]])) if i < len(order) else None
+
+    def largest(self):
+        """The first domain of the highest capacity, or None."""
+        return next(iter(self.by_cap[self.order[-1]])) if self.order else None
+
+
 class Agg:
     """One domain's aggregate for one model key."""
 
     __slots__ = ("hist", "caps", "partial", "nodes", "domain", "lists")
 
-    def __init__(self, domain: "Domain", lists: list[list[dict]] | None) -> None:
+    def __init__(self, domain: "Domain", lists: "list[Buckets] | None") -> None:
         self.hist: list[int] = [0]  # hist[h] = eligible nodes with h free whole devices
         self.caps = [0] * len(SHAPES)  # caps[i] = pods of SHAPES[i] whole GPUs that fit
         self.partial: dict[tuple[int, int, int], int] = {}  # shared device state -> devices
@@ -58,7 +102,7 @@ class Domain:
         self.nodes: dict[NodeState, None] = {}  # only at the deepest level; a dict for O(1) removal
         self.aggs: dict[str, Agg] = {}
         # model -> per-shape capacity buckets of this domain's level (None for roots: nothing to rank)
-        self.buckets: dict[str, list[list[dict]]] | None = tree.buckets[level] if level >= 0 else None
+        self.buckets: dict[str, list[Buckets]] | None = tree.buckets[level] if level >= 0 else None
 
     def agg_for(self, model: str) -> Agg:
         """This domain's aggregate for `model`, created on first use."""
@@ -68,7 +112,7 @@ class Domain:
             if self.buckets is not None:
                 lists = self.buckets.get(model)
                 if lists is None:
-                    lists = self.buckets[model] = [[{}] for _ in SHAPES]
+                    lists = self.buckets[model] = [Buckets() for _ in SHAPES]
             agg = self.aggs[model] = Agg(self, lists)
         return agg
 
@@ -109,8 +153,8 @@ class Tree:
         self.name = name
         self.level_names = tuple(level for level, _label in levels)
         self.labels = tuple(label for _level, label in levels)
-        # buckets[level][model][shape] = list by capacity of insertion-ordered dicts of domains
-        self.buckets: list[dict[str, list[list[dict]]]] = [{} for _ in self.level_names]
+        # buckets[level][model][shape index] = that level's domains by capacity
+        self.buckets: list[dict[str, list[Buckets]]] = [{} for _ in self.level_names]
         self.root = Domain(self, -1, (), None)
         self._last: tuple = (None, [])
         self.domains_at: list[int] = [0 for _ in self.level_names]
@@ -151,33 +195,18 @@ class Tree:
         lists = self.buckets[level].get(model)
         if not lists:
             return None
-        buckets = lists[SHAPE_INDEX[shape]]
-        for cap in range(max(n, 1), len(buckets)):
-            b = buckets[cap]
-            if b:
-                return next(iter(b))
-        return None
+        return lists[SHAPE_INDEX[shape]].at_least(max(n, 1))
 
     def largest(self, level: int, model: str, shape: int) -> Domain | None:
         """A domain of the level with the most capacity for `shape`."""
         lists = self.buckets[level].get(model)
         if not lists:
             return None
-        buckets = lists[SHAPE_INDEX[shape]]
-        for cap in range(len(buckets) - 1, 0, -1):
-            if buckets[cap]:
-                return next(iter(buckets[cap]))
-        return None
+        return lists[SHAPE_INDEX[shape]].largest()
 
 
 def _move(agg: Agg, i: int, old: int, new: int) -> None:
-    buckets = agg.lists[i]  # type: ignore[index]
-    if old:
-        del buckets[old][agg.domain]
-    if new:
-        if len(buckets) <= new:
-            buckets.extend({} for _ in range(new + 1 - len(buckets)))
-        buckets[new][agg.domain] = None
+    agg.lists[i].move(agg.domain, old, new)  # type: ignore[index]
 
 
 def apply_contribution(node: NodeState, old, new) -> None:
@@ -212,13 +241,7 @@ def apply_contribution(node: NodeState, old, new) -> None:
                 before = caps[i]
                 caps[i] = after = before + d
                 if lists is not None:
-                    buckets = lists[i]
-                    if before:
-                        del buckets[before][agg.domain]
-                    if after:
-                        if len(buckets) <= after:
-                            buckets.extend({} for _ in range(after + 1 - len(buckets)))
-                        buckets[after][agg.domain] = None
+                    lists[i].move(agg.domain, before, after)
         if partial_changed:
             partial = agg.partial
             for state in p_old:
@@ -246,13 +269,7 @@ def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple) -> None:
                 before = caps[i]
                 caps[i] = after = before + d
                 if lists is not None:
-                    buckets = lists[i]
-                    if before:
-                        del buckets[before][agg.domain]
-                    if after:
-                        if len(buckets) <= after:
-                            buckets.extend({} for _ in range(after + 1 - len(buckets)))
-                        buckets[after][agg.domain] = None
+                    lists[i].move(agg.domain, before, after)
 
 
 def add_bulk(node: NodeState, contribution) -> None:

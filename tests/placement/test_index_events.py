@@ -127,3 +127,18 @@ def test_flat_view_over_a_wide_domain_fills_first_come_and_stays_exact():
     assert got.fits and sum(got.nodes.values()) == 5
     assert all(idx.free_gpus(n) >= k for n, k in got.nodes.items())
     assert not idx.query(gang(151, topology=FLAT)).fits  # 150 free in all
+
+
+def test_buckets_keep_sorted_non_empty_capacities():
+    from policy.placement.aggregates import Buckets
+
+    b = Buckets()
+    b.move("x", 0, 340_000)  # a zone-wide capacity costs no memory below it
+    b.move("y", 0, 5)
+    b.move("z", 0, 5)
+    assert b.order == [5, 340_000] and b.at_least(6) == "x" and b.at_least(1) == "y"
+    b.move("y", 5, 0)
+    assert b.at_least(1) == "z" and b.largest() == "x"
+    b.move("z", 5, 0)
+    b.move("x", 340_000, 7)
+    assert b.order == [7] and b.by_cap == {7: {"x": None}} and b.at_least(8) is None

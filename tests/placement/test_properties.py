@@ -197,8 +197,10 @@ def check_aggregates(idx: PlacementIndex) -> None:
                     assert agg.caps == [sum((h // k) * c for h, c in hist.items()) for k in SHAPES]
                     if agg.lists is not None:
                         for i, cap in enumerate(agg.caps):
-                            holders = [c for c, bucket in enumerate(agg.lists[i]) if d in bucket]
+                            buckets = agg.lists[i]
+                            holders = [c for c, bucket in buckets.by_cap.items() if d in bucket]
                             assert holders == ([cap] if cap else []), (d.path, model, i)
+                            assert buckets.order == sorted(c for c, b in buckets.by_cap.items() if b)
 
 
 OPS = st.lists(
