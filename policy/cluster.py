@@ -6,11 +6,10 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from policy.dialects.common import EMPTY
 from policy.dialects.gangs import GroupInfo, group_family, read_group
-from policy.dialects.product import MEMORY_LABEL, PRODUCT_LABEL
+from policy.cluster_memory import GpuMemoryIndex
 
 Callback = Callable[[str, "dict | None", "dict | None"], None]
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
-_MIB = 2**20
 # Kinds without a namespace; everything else is keyed by (namespace, name).
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PriorityClass", "DeviceClass"})
 
@@ -24,14 +23,6 @@ def is_live(pod: Mapping) -> bool:
     if (pod.get("metadata") or EMPTY).get("deletionTimestamp"):
         return False
     return (pod.get("status") or EMPTY).get("phase") not in ("Succeeded", "Failed")
-
-
-def _node_gpu_memory(node: Mapping) -> tuple[str | None, int | None]:
-    """(product, bytes per device) from a node's GFD labels."""
-    labels = (node.get("metadata") or EMPTY).get("labels") or EMPTY
-    raw = labels.get(MEMORY_LABEL)
-    mem = int(raw) * _MIB if isinstance(raw, str) and raw.isdigit() else None
-    return labels.get(PRODUCT_LABEL), mem
 
 
 class ClusterSnapshot:
@@ -51,9 +42,7 @@ class ClusterSnapshot:
         self._groups: dict[tuple[str, str], dict[str, GroupInfo]] = {}
         self._group_objs: dict[tuple[str, str, str], dict] = {}
         self._other: dict[tuple[str, str, str, str], dict] = {}
-        self._mem_by_product: dict[str, dict[int, int]] = {}
-        self._mem_all: dict[int, int] = {}
-        self._node_mem: dict[str, int] = {}  # node -> bytes per GPU (GFD label), for memory-based shares
+        self._gpu_memory = GpuMemoryIndex()
         self._subscribers: list[Callback] = []
         self.resource_version = 0
 
@@ -61,9 +50,12 @@ class ClusterSnapshot:
     @classmethod
     def from_objects(cls, objs: Iterable[Mapping]) -> "ClusterSnapshot":
         """A snapshot holding `objs` (Lists are flattened); raises SnapshotError on unusable objects."""
+        from policy.cluster_text import flatten
+
         snap = cls()
         for i, obj in enumerate(objs):
-            snap._load(obj, f"objects[{i}]", None)
+            for where, _, item, kind in flatten(obj, f"objects[{i}]", None, ()):
+                snap._add(item, kind, lambda w=where: f"{w}: ")
         return snap
 
     @classmethod
@@ -73,29 +65,14 @@ class ClusterSnapshot:
 
         snap = cls()
         for where, obj, kind, locate in load_documents(text):
-            try:
-                snap.apply("ADDED", obj, kind=kind)
-            except SnapshotError as exc:
-                raise SnapshotError(f"{locate()}{where}: {exc}") from None
+            snap._add(obj, kind, lambda w=where, at=locate: f"{at()}{w}: ")
         return snap
 
-    def _load(self, obj, where: str, kind: str | None) -> None:
-        """Add `obj`, flattening `List` / `*List` objects."""
-        if not isinstance(obj, Mapping):
-            raise SnapshotError(f"{where}: expected an object, got {type(obj).__name__}")
-        k = obj.get("kind") or kind
-        if isinstance(k, str) and k.endswith("List") and isinstance(obj.get("items"), list):
-            inner = k[:-4] or None if k != "List" else None
-            for i, item in enumerate(obj["items"]):
-                self._load(item, f"{where}.items[{i}]", inner)
-            return
-        self._add(obj, where, kind)
-
-    def _add(self, obj, where: str, kind: str | None) -> None:
+    def _add(self, obj, kind: str | None, where: Callable[[], str]) -> None:
         try:
             self.apply("ADDED", obj, kind=kind)
         except SnapshotError as exc:
-            raise SnapshotError(f"{where}: {exc}") from None
+            raise SnapshotError(f"{where()}{exc}") from None
 
     # ---- incremental updates -------------------------------------------------------------
     def subscribe(self, callback: Callback) -> None:
@@ -170,13 +147,7 @@ class ClusterSnapshot:
             if node:
                 self._pods_by_node.setdefault(node, {})[key] = obj
         elif kind == "Node":
-            product, mem = _node_gpu_memory(obj)
-            if mem is not None:
-                self._node_mem[key] = mem
-                self._mem_all[mem] = self._mem_all.get(mem, 0) + 1
-                if product:
-                    by = self._mem_by_product.setdefault(product, {})
-                    by[mem] = by.get(mem, 0) + 1
+            self._gpu_memory.add(key, obj)
         elif type(key) is tuple and len(key) == 3 and key in self._group_objs:
             family = key[0]
             from policy.demand import pod_demand  # cycle-free: demand imports dialects only
@@ -193,14 +164,7 @@ class ClusterSnapshot:
                 if not on:
                     del self._pods_by_node[node]
         elif kind == "Node":
-            product, mem = _node_gpu_memory(obj)
-            self._node_mem.pop(key, None)
-            if mem is not None:
-                _decrement(self._mem_all, mem)
-                if product and product in self._mem_by_product:
-                    _decrement(self._mem_by_product[product], mem)
-                    if not self._mem_by_product[product]:
-                        del self._mem_by_product[product]
+            self._gpu_memory.remove(key, obj)
         elif type(key) is tuple and len(key) == 3 and key[0] in _FAMILIES:
             byname = self._groups.get((ns, key[2]))
             if byname is not None:
@@ -287,27 +251,11 @@ class ClusterSnapshot:
 
     def node_gpu_memory(self, node_name: str) -> int | None:
         """Bytes per GPU of a node (GFD `nvidia.com/gpu.memory`), or None."""
-        return self._node_mem.get(node_name)
+        return self._gpu_memory.by_node.get(node_name)
 
     def gpu_memory(self, product: str | None, node_name: str | None = None) -> int | None:
         """Bytes per device: of the pod's node, else of the product, else the cluster's only size."""
-        if node_name:
-            mem = self._node_mem.get(node_name)
-            if mem is not None:
-                return mem
-        if product:
-            sizes: set[int] = set()
-            for p in product.split(",") if "," in product else (product,):
-                by = self._mem_by_product.get(p)
-                if not by:
-                    sizes = set()
-                    break
-                sizes.update(by)
-            if len(sizes) == 1:
-                return next(iter(sizes))
-        if len(self._mem_all) == 1:
-            return next(iter(self._mem_all))
-        return None
+        return self._gpu_memory.lookup(product, node_name)
 
     def __len__(self) -> int:
         return (
@@ -318,11 +266,3 @@ class ClusterSnapshot:
 
 
 _FAMILIES = frozenset({"coscheduling", "volcano", "kai", "podgroup", "workload", "kueue"})
-
-
-def _decrement(counts: dict[int, int], key: int) -> None:
-    n = counts.get(key, 0) - 1
-    if n > 0:
-        counts[key] = n
-    else:
-        counts.pop(key, None)

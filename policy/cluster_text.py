@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import orjson  # ~4x faster than json for large `kubectl get -o json` dumps (256k nodes)
 import yaml
@@ -39,14 +39,14 @@ def _documents(text: str) -> list:
         raise _yaml_error(exc) from None
 
 
-def _walk(obj, where: str, kind: str | None, path: tuple) -> Iterator[tuple[str, tuple, object, str | None]]:
+def flatten(obj, where: str, kind: str | None, path: tuple) -> Iterator[tuple[str, tuple, object, str | None]]:
     """Flatten Lists into (where, index path, object, kind implied by a typed list)."""
-    if type(obj) is dict:
+    if isinstance(obj, Mapping):
         k = obj.get("kind") or kind
         if isinstance(k, str) and k.endswith("List") and isinstance(obj.get("items"), list):
             inner = k[:-4] if k != "List" else None
             for i, item in enumerate(obj["items"]):
-                yield from _walk(item, f"{where}.items[{i}]", inner, path + ("items", i))
+                yield from flatten(item, f"{where}.items[{i}]", inner, path + ("items", i))
             return
     yield where, path, obj, kind
 
@@ -73,7 +73,7 @@ def load_documents(text: str) -> Iterator[tuple[str, object, str | None, Callabl
     docs = _documents(text)
     is_json = text.lstrip().startswith(("{", "["))
     for d, doc in enumerate(docs):
-        for where, path, obj, kind in _walk(doc, f"document {d + 1}" if len(docs) > 1 else "document", None, ()):
+        for where, path, obj, kind in flatten(doc, f"document {d + 1}" if len(docs) > 1 else "document", None, ()):
             yield where, obj, kind, _locator(text, d, path, is_json)
 
 
