@@ -92,14 +92,14 @@ def compile_agents(c: Compiled) -> None:
     """Agents blocks: identity first, so an agent is denied before anything else is computed."""
     for a in c.policy.agents:
         check = agents.make_check(a, c.cond(a.identity), c.cond, c.message, c.modes[a.id])
-        _add(c, "agents", None, check)
+        _add(c, "agents", None, check, AGENTS_GUARD)
 
 
 def compile_priority(c: Compiled) -> None:
     """Priority declarations: default class mutation and unknown-class denial."""
     check = priority.make_check(c.policy.priorities, c.mode("enforce"))
     if check is not None:
-        _add(c, "priority", None, check)
+        _add(c, "priority", None, check, PRIORITY_GUARD)
 
 
 def compile_fractions(c: Compiled) -> None:
@@ -147,6 +147,8 @@ def namespace_key(expr: ir.Expr | None) -> str | None:
 
 # What a kind of block concerns at all, tested before its `for` (cheap attribute tests first).
 # The checks test the same again: the guards only save calls, they never decide.
+AGENTS_GUARD = "w.agent"  # the engine sets it when any identity or the labels mark an agent
+PRIORITY_GUARD = "w.operation == 'CREATE' and w.total_gpus > 0"
 FRACTION_GUARD = "w.fraction is not None"
 QUOTA_GUARD = "w.operation == 'CREATE' and (w.total_gpus > 0 or w.gpu_memory)"
 GANG_GUARD = "w.operation == 'CREATE'"
