@@ -7,6 +7,7 @@ byte-for-byte what the server sends.
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from typing import Iterable, Mapping
 
@@ -124,9 +125,10 @@ def wrap_manifest(
     group, version = _group_version(str(obj.get("apiVersion") or "v1"))
     meta = obj.get("metadata") or {}
     ns = None if kind in _CLUSTER_SCOPED else (namespace or meta.get("namespace") or "default")
-    seed = orjson.dumps([obj, user, groups, operation, ns], option=orjson.OPT_SORT_KEYS)
+    # json, not orjson: a manifest may hold integers beyond 64 bits, which orjson refuses.
+    seed = json.dumps([obj, user, groups, operation, ns], sort_keys=True, default=str)
     request: dict = {
-        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, "allot:" + seed.decode("utf-8", "replace"))),
+        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, "allot:" + seed)),
         "kind": {"group": group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": plural(kind)},
         "requestKind": {"group": group, "version": version, "kind": kind},
