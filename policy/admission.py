@@ -86,7 +86,12 @@ def respond(review_request: dict, decision: Decision, *, mutate: bool) -> dict:
         response["auditAnnotations"] = dict(decision.audit)
     if mutate and decision.allowed and decision.patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps([dict(op) for op in decision.patch])).decode("ascii")
+        ops = [dict(op) for op in decision.patch]
+        try:
+            raw = orjson.dumps(ops)
+        except TypeError:  # a value orjson cannot encode (e.g. an integer beyond 64 bits copied from the object)
+            raw = json.dumps(ops, separators=(",", ":")).encode()
+        response["patch"] = base64.b64encode(raw).decode("ascii")
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
