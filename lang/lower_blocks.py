@@ -137,8 +137,8 @@ def _set(low, s: ast.SetStmt) -> ir.SetField | None:
     value = low.exprs.value(s.value)
     if value is None:
         return None
-    if value.type is not Type.STRING:
-        low.err("E0201", f"a {s.target.name[:-1]} value must be a string, found {an(value.type)}", s.value.span)
+    if value.type in (Type.MAP, Type.LIST):  # scalars render as in messages: 4000 milli-GPU -> "4", bytes -> "80Gi"
+        low.err("E0201", f"a {s.target.name[:-1]} value must be a single value, found {an(value.type)}", s.value.span, 'index it, e.g. `namespace.labels["team"]`')
         return None
     if not s.key.value:
         low.err("E0112", f"a {s.target.name[:-1]} key cannot be empty", s.key.span)

@@ -41,6 +41,8 @@ CASES = [
     Case("two defaults", "priority a 1 default\npriority b 2 default", ["E0107"]),
     Case("unknown mode", "quota q {\n gpus 1\n mode loud\n}", ["E0108"]),
     Case("unknown verb", "agents {\n allow exec pods\n}", ["E0109"]),
+    Case("set a map", 'rule r {\n set labels["x"] = labels\n}', ["E0201"]),
+    Case("set an amount", 'rule r {\n set annotations["gpus"] = total_gpus\n}', []),
     Case("set spec", 'rule r {\n set spec["x"] = "y"\n}', ["E0112"]),
     Case("unknown interpolation", 'rule r {\n deny "{gpuz}"\n}', ["E0113"]),
     Case("identity reads the workload", "agents {\n identity gpus > 0\n}", ["E0114"]),
