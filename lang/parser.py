@@ -140,7 +140,12 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
             if errors > _MAX_ERRORS:
                 diags.append(error("E0005", f"more than {_MAX_ERRORS} syntax errors; stopped here", Span(path, line, 1, line, 2)))
                 break
-            diags.append(describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1, parse_fn=_parse_example))
+            d = describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1, parse_fn=_parse_example)
+            if d.code == "E0003" and n < len(chunks) - 1:  # point at the block left open, not at its neighbour
+                head = text[start:end].split("\n", 1)[0].rstrip()
+                next_line = chunks[n + 1][2]
+                d = error("E0003", "this block is not closed: `}` is missing", Span(path, line, 1, line, len(head) + 1), f"the next declaration starts at line {next_line}")
+            diags.append(d)
             continue
         except BuildError as exc:
             errors += 1

@@ -161,3 +161,10 @@ def test_error_count_is_capped_per_file():
     src = "quota q {\n  gpus x\n}\n" * 40
     _, diags = lang.parse(src, "t.policy")
     assert [d.code for d in diags] == ["E0001"] * 25 + ["E0005"]
+
+
+def test_unclosed_block_points_at_its_opening_line():
+    src = 'quota a {\n  gpus 8\n\nrule r {\n  when gpus > 0\n  deny "x"\n}\n'
+    f, diags = lang.parse(src, "t.policy")
+    assert [(d.code, d.span.line, d.help) for d in diags] == [("E0003", 1, "the next declaration starts at line 4")]
+    assert [d.name.name for d in f.decls] == ["r"]
