@@ -205,6 +205,19 @@ class Tree:
         return lists[SHAPE_INDEX[shape]].largest()
 
 
+_DELTAS: dict[tuple, tuple[tuple[int, int], ...]] = {}
+
+
+def _deltas(h_old: int | None, h_new: int | None) -> tuple[tuple[int, int], ...]:
+    """(shape index, capacity change) for a node going from h_old to h_new free devices; memoized."""
+    hit = _DELTAS.get((h_old, h_new))
+    if hit is None:
+        hit = _DELTAS[(h_old, h_new)] = tuple(
+            (i, d) for i, k in enumerate(SHAPES) if (d := (h_new // k if h_new else 0) - (h_old // k if h_old else 0))
+        )
+    return hit
+
+
 def _move(agg: Agg, i: int, old: int, new: int) -> None:
     agg.lists[i].move(agg.domain, old, new)  # type: ignore[index]
 
@@ -215,11 +228,7 @@ def apply_contribution(node: NodeState, old, new) -> None:
         return
     h_old, p_old = old if old is not None else (None, ())
     h_new, p_new = new if new is not None else (None, ())
-    deltas = ()
-    if h_old != h_new:  # computed once per event, applied to every ancestor
-        deltas = tuple(
-            (i, d) for i, k in enumerate(SHAPES) if (d := (h_new // k if h_new else 0) - (h_old // k if h_old else 0))
-        )
+    deltas = _deltas(h_old, h_new) if h_old != h_new else ()
     partial_changed = p_old != p_new
     if h_old is not None and h_new is not None and not partial_changed:
         _move_whole(node.aggs, h_old, h_new, deltas)  # the common event: a whole-GPU pod binds or leaves
@@ -268,8 +277,24 @@ def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple) -> None:
             for i, d in deltas:
                 before = caps[i]
                 caps[i] = after = before + d
-                if lists is not None:
-                    lists[i].move(agg.domain, before, after)
+                if lists is None:
+                    continue
+                # Buckets.move, inlined: this loop is most of a pod-bind event.
+                b = lists[i]
+                by_cap = b.by_cap
+                if before:
+                    bucket = by_cap[before]
+                    del bucket[agg.domain]
+                    if not bucket:
+                        del by_cap[before]
+                        del b.order[bisect_left(b.order, before)]
+                if after:
+                    bucket = by_cap.get(after)
+                    if bucket is None:
+                        by_cap[after] = {agg.domain: None}
+                        insort(b.order, after)
+                    else:
+                        bucket[agg.domain] = None
 
 
 def add_bulk(node: NodeState, contribution) -> None:
