@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Mapping
 
 from lang.quantity import QuantityError, parse
-from policy.subject import Problem
 
 MIB = 2**20
-EMPTY: Mapping = {}
+# Read-only empty map for `x or EMPTY` fallbacks: ends up in subjects, so it must not be mutable; C-speed `.get`.
+EMPTY: Mapping = MappingProxyType({})
 
 MALFORMED = "MalformedQuantity"
 BAD_FRACTION = "InvalidFraction"
@@ -25,11 +26,6 @@ class Bad(ValueError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
-
-
-def problem(path: str, value: object, why: str, code: str = MALFORMED) -> Problem:
-    """A `Problem` naming the field path and the bad value."""
-    return Problem(code, f"{path}: {value!r} {why}")
 
 
 def quantity(value: object) -> Fraction | int:
@@ -62,12 +58,3 @@ def ceil_milli(value: Fraction | int) -> int:
 def ceil_div(a: int, b: int) -> int:
     """`a / b` rounded up, in integers."""
     return -((-a) // b)
-
-
-def dig(obj: Mapping | None, *keys: str):
-    """`obj[k1][k2]…` or None when any step is missing or not a mapping."""
-    for k in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(k)
-    return obj

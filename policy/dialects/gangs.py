@@ -7,7 +7,7 @@ from typing import Mapping
 
 from policy.subject import PodSet, Problem
 
-from .common import EMPTY, MALFORMED
+from .common import EMPTY, MALFORMED, whole_count
 
 # apiVersion group -> dialect family of a `PodGroup`
 PODGROUP_FAMILIES = {
@@ -89,8 +89,6 @@ def _min_gpus(spec: Mapping, problems: list) -> int | None:
     res = spec.get("minResources")
     if not isinstance(res, dict):
         return None
-    from .common import whole_count  # local: keeps the import list short
-
     total = None
     for key in ("nvidia.com/gpu", "amd.com/gpu"):
         if key in res:

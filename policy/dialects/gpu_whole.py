@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import MIB, UNKNOWN_VALUE, Bad, ceil_div, whole_count
+from .common import UNKNOWN_VALUE, Bad, ceil_div, whole_count
 
 WHOLE = ("nvidia.com/gpu", "amd.com/gpu")
 MIG_PREFIX = "nvidia.com/mig-"
@@ -43,5 +43,3 @@ def read_mig(resource: str, value: object, path: str) -> tuple[int, int, int]:
     share, memory = mig_profile(resource)
     return count, count * share, count * memory
 
-
-__all__ = ["WHOLE", "MIG_PREFIX", "MIB", "mig_profile", "read_mig"]
