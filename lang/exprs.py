@@ -203,7 +203,7 @@ class ExprLowerer:
             return None
         return ir.Arith("-", ir.Lit(0, x.type, e.span), x, x.type, e.span)
 
-    def _pair(self, e, left, right):
+    def _pair(self, left, right):
         """Coerce numeric literals on either side to the other side's type."""
         if isinstance(left, _Num) and isinstance(right, _Num):
             return self.literal(left, Type.INT), self.literal(right, Type.INT)
@@ -214,7 +214,7 @@ class ExprLowerer:
         return left, right
 
     def _CompareExpr(self, e: ast.CompareExpr):
-        left, right = self._pair(e, self.lower(e.left), self.lower(e.right))
+        left, right = self._pair(self.lower(e.left), self.lower(e.right))
         if left is None or right is None:
             return None
         if Type.NONE in (left.type, right.type):
@@ -245,7 +245,7 @@ class ExprLowerer:
             left = self.literal(left, Type.INT) if isinstance(left, _Num) else left
             right = self.literal(right, Type.INT) if isinstance(right, _Num) else right
         else:
-            left, right = self._pair(e, left, right)
+            left, right = self._pair(left, right)
         if left is None or right is None:
             return None
         for side in (left, right):

@@ -96,6 +96,8 @@ def _allow(low, s: ast.Allow) -> ir.AgentAllow:
             low.err("E0109", f"`{r.name}` is not a resource name", r.span, hint or "resources are lowercase plurals like `pods` or `pods/exec`")
         else:
             resources.add(r.name)
+    if "CONNECT" in ops and any("/" not in r and r != "*" for r in resources):
+        low.diags.append(warning("W0304", "`connect` only happens on subresources", s.span, "exec, attach and port-forward are `connect pods/exec`, `pods/attach`, `pods/portforward`"))
     if "*" in ops:
         ops = {"*"}
     if "*" in resources:

@@ -103,15 +103,12 @@ def _found(tok) -> str:
 
 
 def _block_at(text: str, line: int) -> str | None:
+    """The kind of the last declaration starting at or before `line` (names the block in messages)."""
     kind = None
-    offset = 0
-    for n, row in enumerate(text.split("\n"), 1):
-        if n > line:
+    for m in _BLOCK_OF_LINE.finditer(text):
+        if text.count("\n", 0, m.start()) + 1 > line:
             break
-        m = _BLOCK_OF_LINE.match(row)
-        if m:
-            kind = m.group(1)
-        offset += len(row) + 1
+        kind = m.group(1)
     return kind
 
 
@@ -129,7 +126,7 @@ def _help_for_token(tok, expected: set[str], block: str | None) -> str | None:
     return None
 
 
-def _help_for_char(ch: str, rest: str) -> str | None:
+def _help_for_char(ch: str) -> str | None:
     if ch in "&|":
         return "write `and` / `or`"
     if ch == "!":
@@ -156,7 +153,7 @@ def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, pars
         msg = f"unexpected character `{shown}`"
         if exc.allowed:
             msg += f"; expected {_expected_words(set(exc.allowed), block)}"
-        return error("E0002", msg, where, _help_for_char(ch, text[exc.pos_in_stream + 1 :]))
+        return error("E0002", msg, where, _help_for_char(ch))
     if isinstance(exc, UnexpectedToken):
         tok = exc.token
         expected = set(exc.expected)

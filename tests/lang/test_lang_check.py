@@ -66,6 +66,8 @@ CASES = [
     Case("hidden topology requirement", "gang g {\n require topology fabric.rack when total_gpus > 8\n require topology fabric.host\n}", ["W0303"]),
     Case("never true: gpus always present", 'rule r {\n for not has(gpus)\n deny "x"\n}', ["E0301"]),
     Case("maybe present", 'rule r {\n for not has(gpu_model) and not has(labels["x"])\n deny "x"\n}', []),
+    Case("connect on pods", "agents {\n allow connect pods\n}", ["W0304"]),
+    Case("connect on exec", "agents {\n allow connect, create pods/exec, pods\n}", ["W0304"]),
     Case("gpu without memory", 'gpu l4 { product "NVIDIA-L4" }', ["E0111"]),
     Case("rule that does nothing", 'rule r {\n when gpus > 0\n}', ["E0111"]),
 ]
