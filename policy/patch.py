@@ -7,7 +7,8 @@ whole map, because `add /metadata/labels/team` would fail on a missing parent.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
+from functools import lru_cache
 
 _MISSING = object()
 
@@ -17,15 +18,17 @@ def escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+@lru_cache(maxsize=4096)
 def pointer(path: tuple[str, ...]) -> str:
-    """A JSON pointer for a tuple of raw keys."""
+    """A JSON pointer for a tuple of raw keys (memoized: the same few paths recur on every request)."""
     return "".join("/" + escape(p) for p in path)
 
 
 def _lookup(obj: object, path: tuple[str, ...]) -> object:
     node = obj
     for part in path:
-        if not isinstance(node, Mapping) or part not in node:
+        # JSON objects are dicts: test that first (an ABC isinstance check costs a microsecond).
+        if not (isinstance(node, dict) or isinstance(node, Mapping)) or part not in node:
             return _MISSING
         node = node[part]
     return node
@@ -44,11 +47,15 @@ class PatchBuilder:
 
     def set(self, path: tuple[str, ...], value: object) -> bool:
         """Set the member at `path` to `value`; False (no op) when it already holds that value."""
-        current = _lookup(self.obj, path)
+        parent = path[:-1]
+        container = _lookup(self.obj, parent)
+        if container is _MISSING or not isinstance(container, (dict, Mapping)):
+            current = _MISSING
+        else:
+            current = container.get(path[-1], _MISSING)
         if current == value:
             return False
-        parent = path[:-1]
-        if _lookup(self.obj, parent) is _MISSING:
+        if container is _MISSING:
             # Find the widest missing ancestor; the whole subtree is added there in one op.
             missing = parent
             while len(missing) > 1 and _lookup(self.obj, missing[:-1]) is _MISSING:
