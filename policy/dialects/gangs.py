@@ -21,7 +21,9 @@ WORKLOAD_FAMILIES = {"scheduling.k8s.io": "workload", "kueue.x-k8s.io": "kueue"}
 
 # Pod-side references: label/annotation -> family of the group object it names.
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+COSCHEDULING_LEGACY_LABEL = "pod-group.scheduling.sigs.k8s.io"  # scheduler-plugins before v0.28
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_ANNOTATION_ALT = "scheduling.volcano.sh/group-name"  # Volcano's own key; the scheduler reads either
 KAI_KEY = "pod-group-name"
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
@@ -179,10 +181,14 @@ def pod_group_ref(labels: Mapping, annotations: Mapping, spec: Mapping) -> tuple
         ref = spec["workloadRef"]
         if type(ref) is dict and ref.get("name"):
             return "workload", ref["name"], ref.get("podGroup")
-    if labels and labels.get(COSCHEDULING_LABEL):
-        return "coscheduling", labels[COSCHEDULING_LABEL], None
-    if annotations and annotations.get(VOLCANO_ANNOTATION):
-        return "volcano", annotations[VOLCANO_ANNOTATION], None
+    if labels:
+        group = labels.get(COSCHEDULING_LABEL) or labels.get(COSCHEDULING_LEGACY_LABEL)
+        if group:
+            return "coscheduling", group, None
+    if annotations:
+        group = annotations.get(VOLCANO_ANNOTATION) or annotations.get(VOLCANO_ANNOTATION_ALT)
+        if group:
+            return "volcano", group, None
     kai = (annotations.get(KAI_KEY) if annotations else None) or (labels.get(KAI_KEY) if labels else None)
     if kai:
         return "kai", kai, None
