@@ -40,26 +40,33 @@ class NodeSpec(NamedTuple):
     paths: tuple[tuple[str, ...] | None, ...]  # per topology: label values widest first; None if a label is missing
 
 
+def mapping(value) -> Mapping:
+    """`value` when it is a mapping, else an empty one: odd input never raises."""
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
 def model_key(product: str | None, gpu_models: Mapping[str, tuple[str, int]]) -> str:
     """The model key a product label value (or declared model name) stands for."""
     if not product:
         return UNKNOWN_MODEL
     hit = gpu_models.get(product)
-    return hit[0] if hit else product
+    return hit[0] if hit else str(product)
 
 
 def _ready(status: Mapping) -> bool:
-    for cond in status.get("conditions") or ():
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False  # a node that never reported Ready is not schedulable
 
 
 def _blocking_taint(spec: Mapping, tolerated: frozenset[str]) -> str | None:
-    for taint in spec.get("taints") or ():
+    taints = spec.get("taints")
+    for taint in taints if isinstance(taints, list) else ():
         if not isinstance(taint, Mapping) or taint.get("effect") not in _BLOCKING_EFFECTS:
             continue
-        key = taint.get("key") or ""
+        key = str(taint.get("key") or "")
         if key in tolerated:
             continue
         value = taint.get("value")
@@ -68,12 +75,12 @@ def _blocking_taint(spec: Mapping, tolerated: frozenset[str]) -> str | None:
 
 
 def _gpu_count(status: Mapping) -> int:
-    raw = (status.get("allocatable") or {}).get(GPU_RESOURCE)
+    raw = mapping(status.get("allocatable")).get(GPU_RESOURCE)
     if raw is None:
-        raw = (status.get("capacity") or {}).get(GPU_RESOURCE)
+        raw = mapping(status.get("capacity")).get(GPU_RESOURCE)
     if raw is None:
         return 0
-    if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
+    if type(raw) is int or (isinstance(raw, str) and raw.isdigit()):
         return int(raw)  # the usual form; exact parsing below handles the rest
     try:
         return max(0, to_int(str(raw)))
@@ -99,12 +106,14 @@ def read_node(
     tolerated: frozenset[str] = DEFAULT_TOLERATED,
 ) -> NodeSpec:
     """The placement view of one Node object (never raises on odd input)."""
-    meta = node.get("metadata") or _EMPTY
-    spec = node.get("spec") or _EMPTY
-    status = node.get("status") or _EMPTY
-    labels = meta.get("labels") or _EMPTY
+    meta = mapping(node.get("metadata"))
+    spec = mapping(node.get("spec"))
+    status = mapping(node.get("status"))
+    labels = mapping(meta.get("labels"))
     name = str(meta.get("name") or "")
     product = labels.get(PRODUCT_LABEL)
+    if product is not None and not isinstance(product, str):
+        product = str(product)
     model = model_key(product, gpu_models)
     if spec.get("unschedulable"):
         why_not = "cordoned"

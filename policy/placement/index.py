@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster import is_live
 from policy.placement.aggregates import Tree, add_bulk, apply_contribution, finish_bulk
-from policy.placement.capacity import DEFAULT_TOLERATED, Levels, NodeSpec, read_node
+from policy.placement.capacity import DEFAULT_TOLERATED, Levels, NodeSpec, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.query import demand_of, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
@@ -23,13 +23,18 @@ def _kind(obj: Mapping) -> str | None:
     kind = obj.get("kind")
     if kind:
         return kind
-    spec = obj.get("spec") or {}
-    return "Pod" if "containers" in spec else "Node" if "allocatable" in (obj.get("status") or {}) else None
+    spec = mapping(obj.get("spec"))
+    return "Pod" if "containers" in spec else "Node" if "allocatable" in mapping(obj.get("status")) else None
 
 
 def _pod_key(pod: Mapping) -> str:
-    meta = pod.get("metadata") or {}
-    return meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    meta = mapping(pod.get("metadata"))
+    return str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+
+
+def _usable(pod: Mapping) -> bool:
+    """The parts `is_live` and the demand reader look into are objects (odd input never raises)."""
+    return all(isinstance(pod.get(k), Mapping) for k in ("metadata", "spec")) and isinstance(pod.get("status", {}), Mapping)
 
 
 class PlacementIndex(Reservations):
@@ -83,8 +88,10 @@ class PlacementIndex(Reservations):
             if not spec.eligible:
                 self._count_excluded(spec.why_not or "excluded", +1)
         for pod in pods:
-            node_name = (pod.get("spec") or {}).get("nodeName")
-            if not node_name or not is_live(pod):
+            if not _usable(pod):
+                continue
+            node_name = pod["spec"].get("nodeName")
+            if not isinstance(node_name, str) or not node_name or not is_live(pod):
                 continue
             demand = self._pod_demand(pod)
             if demand is None:
@@ -120,7 +127,7 @@ class PlacementIndex(Reservations):
     # ---- events ------------------------------------------------------------------------
     def apply_node(self, event: str, node: Mapping) -> None:
         """Apply one Node watch event (ADDED / MODIFIED / DELETED)."""
-        name = str((node.get("metadata") or {}).get("name") or "")
+        name = str(mapping(node.get("metadata")).get("name") or "")
         state = self.nodes.get(name)
         if event == "DELETED":
             if state is not None:
@@ -197,13 +204,13 @@ class PlacementIndex(Reservations):
         """Apply one Pod watch event: a pod counts while bound (`spec.nodeName`) and live."""
         key = _pod_key(pod)
         known = self._pods.get(key)
-        if event == "DELETED" or not is_live(pod):
+        if event == "DELETED" or not _usable(pod) or not is_live(pod):
             self._pending.pop(key, None)
             if known is not None:
                 self._release_pod(key, known[0])
             return
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
+        node_name = pod["spec"].get("nodeName")
+        if not isinstance(node_name, str) or not node_name:
             # Pending: read the demand now (GPU requests are immutable), so the bind event only moves counters.
             if key not in self._pending:
                 self._pending[key] = self._pod_demand(pod)
@@ -220,8 +227,8 @@ class PlacementIndex(Reservations):
         state = self.nodes.get(node_name)
         if state is None:
             state = self.nodes[node_name] = NodeState(node_name)  # the pod arrived before its node
-        rid = ((pod.get("metadata") or {}).get("annotations") or {}).get(RESERVATION_ANNOTATION)
-        if rid:
+        rid = mapping(pod["metadata"].get("annotations")).get(RESERVATION_ANNOTATION)
+        if isinstance(rid, str) and rid:
             self._consume(rid, node_name, demand)
         before = state.contribution()  # _mutate, inlined on the hottest path
         state.add(key, demand)

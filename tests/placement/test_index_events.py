@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from placement_builders import BLOCK, FABRIC, HOST, MODELS, RACK, gang, index, node, pod
 from test_properties import check_aggregates
 
@@ -142,3 +146,28 @@ def test_buckets_keep_sorted_non_empty_capacities():
     b.move("z", 5, 0)
     b.move("x", 340_000, 7)
     assert b.order == [7] and b.by_cap == {7: {"x": None}} and b.at_least(8) is None
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10) | st.text(max_size=6) | st.sampled_from(["4", "True", "Ready", "NoSchedule"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["metadata", "spec", "status", "labels", "name", "uid", "nodeName", "allocatable", "nvidia.com/gpu", "conditions",
+         "type", "status", "taints", "effect", "key", "unschedulable", "containers", "resources", "limits", "phase",
+         "annotations", "kind", "nvidia.com/gpu.product", "nvidia.com/gpu.memory"]), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60")), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["Node", "Pod"]), st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), JSONISH), max_size=6))
+def test_odd_objects_never_raise(events):
+    idx = index([node("a1")])
+    for kind, event, body in events:
+        obj = dict(body) if isinstance(body, dict) else {"spec": body}
+        obj["kind"] = kind
+        obj.setdefault("metadata", {"name": "x"})
+        if not isinstance(obj["metadata"], dict):
+            obj["metadata"] = {"name": "x"}
+        idx.on_event(event, None, obj)
+    check_aggregates(idx)
+    idx.query(gang(1, required="rack"))
