@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Mapping
 
 from policy.dialects.common import EMPTY
@@ -23,6 +25,18 @@ def is_live(pod: Mapping) -> bool:
     if (pod.get("metadata") or EMPTY).get("deletionTimestamp"):
         return False
     return (pod.get("status") or EMPTY).get("phase") not in ("Succeeded", "Failed")
+
+
+@contextmanager
+def _collector_paused():
+    """Pause the cyclic GC during a bulk load: it would rescan millions of fresh, acyclic dicts (~1/3 of load time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class ClusterSnapshot:
@@ -53,9 +67,10 @@ class ClusterSnapshot:
         from policy.cluster_text import flatten
 
         snap = cls()
-        for i, obj in enumerate(objs):
-            for where, _, item, kind in flatten(obj, f"objects[{i}]", None, ()):
-                snap._add(item, kind, lambda w=where: f"{w}: ")
+        with _collector_paused():
+            for i, obj in enumerate(objs):
+                for where, _, item, kind in flatten(obj, f"objects[{i}]", None, ()):
+                    snap._add(item, kind, lambda w=where: f"{w}: ")
         return snap
 
     @classmethod
@@ -64,8 +79,9 @@ class ClusterSnapshot:
         from policy.cluster_text import load_documents  # parsing lives apart: YAML/JSON and locations
 
         snap = cls()
-        for where, obj, kind, locate in load_documents(text):
-            snap._add(obj, kind, lambda w=where, at=locate: f"{at()}{w}: ")
+        with _collector_paused():
+            for where, obj, kind, locate in load_documents(text):
+                snap._add(obj, kind, lambda w=where, at=locate: f"{at()}{w}: ")
         return snap
 
     def _add(self, obj, kind: str | None, where: Callable[[], str]) -> None:

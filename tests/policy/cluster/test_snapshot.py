@@ -166,3 +166,13 @@ def test_is_live(status, meta, want):
     p["status"] = status
     p["metadata"].update(meta)
     assert is_live(p) is want
+
+
+def test_bulk_load_restores_the_collector_even_on_error():
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(SnapshotError):
+        ClusterSnapshot.from_text("kind: List\nitems:\n- kind: Pod\n  metadata: {}\n")
+    ClusterSnapshot.from_objects([node("n")])
+    assert gc.isenabled()
