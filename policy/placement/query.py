@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from policy.placement.index import PlacementIndex
 
 VERIFY_LIMIT = 32  # mixed gangs: candidate domains packed node by node before giving up
+SCAN_LIMIT = 4096  # slow-path shapes: fitting domains compared before taking the tightest seen
 WIDE_DOMAIN = 256  # a domain with more nodes directly under it fills first-come instead of best-fit
 
 Need = list[tuple[int, Demand]]  # (pods, demand) per pod set, zero-GPU sets dropped
@@ -138,12 +139,16 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
         d = tree.tightest(level, keys[0], demand.whole, count)
         return None if d is None else (d, _cap(index, d, demand, per_gpu))
     best: tuple[Domain, int] | None = None
+    seen = 0
     for d in _walk(tree.root, level, lambda d: _cap(index, d, demand, per_gpu) >= count):
         cap = _cap(index, d, demand, per_gpu)
+        seen += 1
         if best is None or cap < best[1]:
             best = (d, cap)
             if cap == count:
                 break  # a perfect fit cannot be beaten
+        if seen >= SCAN_LIMIT:
+            break  # a huge level: the tightest of the first SCAN_LIMIT fitting domains (docs/placement.md)
     return best
 
 
