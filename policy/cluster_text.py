@@ -43,9 +43,9 @@ def flatten(obj, where: str, kind: str | None, path: tuple) -> Iterator[tuple[st
     """Flatten Lists into (where, index path, object, kind implied by a typed list)."""
     if isinstance(obj, Mapping):
         k = obj.get("kind") or kind
-        if isinstance(k, str) and k.endswith("List") and isinstance(obj.get("items"), list):
+        if isinstance(k, str) and k.endswith("List") and "items" in obj and (obj["items"] is None or isinstance(obj["items"], list)):
             inner = k[:-4] if k != "List" else None
-            for i, item in enumerate(obj["items"]):
+            for i, item in enumerate(obj["items"] or ()):  # `items: null` is an empty list
                 yield from flatten(item, f"{where}.items[{i}]", inner, path + ("items", i))
             return
     yield where, path, obj, kind

@@ -46,6 +46,7 @@ CASES = [
     TextCase("typed list items without kind", "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: p, namespace: x}\n  spec: {}\n", 0, 1),
     TextCase("empty list", "apiVersion: v1\nkind: List\nitems: []\n", 0, 0),
     TextCase("empty text", "", 0, 0),
+    TextCase("null items", "apiVersion: v1\nkind: List\nmetadata: {resourceVersion: ''}\nitems: null\n", 0, 0),
     TextCase("utf-8 bom and comments", "# kubectl get -o yaml\napiVersion: v1\nkind: Node\nmetadata:\n  name: a\n", 1, 0),
 ]
 
