@@ -91,15 +91,18 @@ class NaiveIndex:
         self.path: dict[str, tuple[str, ...]] = {}
 
     def add_node(self, node: dict, gpus: int) -> None:
+        """Record a node as all free."""
         labels = node["metadata"]["labels"]
         name = node["metadata"]["name"]
         self.free[name] = gpus
         self.path[name] = tuple(labels[LABELS[lv]] for lv in self.levels)
 
     def bind(self, node: str, gpus: int) -> None:
+        """Take (or with a negative count, give back) GPUs of a node."""
         self.free[node] -= gpus
 
     def query(self, level: int, pods: int) -> str | None:
+        """The tightest domain of `level` with room for `pods` one-GPU pods, by scanning every node."""
         caps: dict[tuple[str, ...], int] = {}
         for name, free in self.free.items():
             key = self.path[name][: level + 1]
