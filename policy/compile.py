@@ -164,13 +164,31 @@ def _add(c: Compiled, stage: str, selector: ir.Expr | None, check: Callable, gua
 
 
 def index_by_namespace(c: Compiled) -> None:
-    """Rule indexing (as OPA does): per namespace, a pipeline of only the checks that can apply there."""
+    """Rule indexing (as OPA does): per namespace, a pipeline of only the checks that can apply there.
+
+    Each kind (stage) of block is one shared function for the blocks that name no single
+    namespace; a namespace's pipeline calls those in stage order and inlines its own
+    blocks after them, so the generated code grows with blocks + namespaces x stages,
+    not blocks x namespaces.
+    """
     keyed = c.namespace_keys
-    steps = c.steps
-    c.unkeyed = build_pipeline([s for i, s in enumerate(steps) if i not in keyed], c.levels)
-    c.by_namespace = {
-        ns: build_pipeline([s for i, s in enumerate(steps) if keyed.get(i, ns) == ns], c.levels) for ns in set(keyed.values())
-    }
+    stages: dict[str, tuple[list[Step], dict[str, list[Step]]]] = {}
+    for i, ((stage, _), step) in enumerate(zip(c.checks, c.steps)):
+        shared, own = stages.setdefault(stage, ([], {}))
+        if i in keyed:
+            own.setdefault(keyed[i], []).append(step)
+        else:
+            shared.append(step)
+    c.unkeyed = build_pipeline([step for shared, _ in stages.values() for step in shared], c.levels)
+    segments = {stage: build_pipeline(shared, c.levels) for stage, (shared, _) in stages.items() if shared}
+    c.by_namespace = {}
+    for ns in set(keyed.values()):
+        items: list = []
+        for stage, (_, own) in stages.items():
+            if stage in segments:
+                items.append(segments[stage])
+            items.extend(own.get(ns, ()))
+        c.by_namespace[ns] = build_pipeline(items, c.levels)
 
 
 PASSES: list[tuple[str, Callable[[Compiled], None]]] = [

@@ -42,12 +42,15 @@ def _note_when_false(ctx, block: str, location: str) -> None:
     ctx.note(block, location, "selected; `when` is false")
 
 
-def build_pipeline(steps: Sequence[Step], levels: Levels) -> Callable:
-    """The function running `steps` in order."""
+def build_pipeline(steps: Sequence[Step | Callable], levels: Levels) -> Callable:
+    """The function running `steps` in order; a plain callable item is another pipeline to call."""
     g = Gen(levels)
     note = g.const(_note_when_false)
     lines = ["def pipeline(ctx):", "    w = ctx.w", "    blocks = ctx.blocks"]
     for step in steps:
+        if not isinstance(step, Step):
+            lines.append(f"    {g.const(step)}(ctx)")
+            continue
         name = g.const(step.check)
         tests = [f"({step.guard})"] if step.guard else []
         if step.selector is not None:

@@ -155,3 +155,16 @@ def test_deny_overrides_across_blocks():
     d = engine.evaluate(engine.enrich(w), ClusterSnapshot(), 0.0)
     assert not d.allowed and len(d.warnings) == 1 and [r.code for r in d.denials] == ["RuleDenied"]
     assert set(d.blocks) == {"quota q", "rule inference-declares-vram", "rule sleeping-agents-hold-no-gpus"}
+
+
+def test_evaluation_order_within_a_kind_and_namespace_indexing():
+    # Within one kind, blocks naming no single namespace run first, then the namespace's own.
+    keyed = rule("only-team-a", selector=ns_is("team-a"), actions=[ir.Deny(tpl("a"), S)])
+    other = rule("only-team-b", selector=ns_is("team-b"), actions=[ir.Deny(tpl("b"), S)])
+    shared = rule("everyone", selector=gpus_gt(0), actions=[ir.Deny(tpl("c"), S)])
+    q = quota("q", selector=ns_is("team-a"), gpus=0)
+    engine = Engine(policy(rules=[keyed, other, shared], quotas=[q]))
+    d = engine.evaluate(engine.enrich(workload(gpus=1000)), ClusterSnapshot(), 0.0)
+    assert [r.block for r in d.reasons] == ["quota q", "rule everyone", "rule only-team-a"]
+    d = engine.evaluate(engine.enrich(workload(gpus=1000, namespace="team-c")), ClusterSnapshot(), 0.0)
+    assert [r.block for r in d.reasons] == ["rule everyone"]
