@@ -56,7 +56,7 @@ _NOT_PREC = 3  # `not` applies to a whole comparison: `not a == b` is `not (a ==
 class Builder:
     """Applied inline by the LALR parser: lark trees are never built; rules become AST nodes."""
 
-    path = "<input>"
+    file = "<input>"  # not `path`: that name is the grammar rule of dotted names
     depth: dict[int, int] = {}  # id(expression node) -> nesting depth, reset per parse
 
     def nest(self, node, *children):
@@ -71,10 +71,10 @@ class Builder:
         return _Inline(data, children)
 
     def sp(self, kids) -> Span:
-        return Span(self.path, *_start(kids[0]), *_end(kids[-1]))
+        return Span(self.file, *_start(kids[0]), *_end(kids[-1]))
 
     def tok(self, t) -> Span:
-        return Span(self.path, t.line, t.column, t.end_line, t.end_column)
+        return Span(self.file, t.line, t.column, t.end_line, t.end_column)
 
     def ident(self, t) -> ast.Ident:
         return ast.Ident(str(t), self.tok(t))
