@@ -111,7 +111,7 @@ def compile_fractions(c: Compiled) -> None:
 def compile_quotas(c: Compiled) -> None:
     """Quota blocks and the spec list the per-snapshot ledger is built from."""
     for i, q in enumerate(c.policy.quotas):
-        spec = quota.compile_quota(q, i, c.selectors[q.id], c.modes[q.id])
+        spec = quota.compile_quota(q, i, c.selectors[q.id], c.modes[q.id], namespace_key(q.selector))
         c.quota_specs.append(spec)  # the ledger tests the selector on live pods itself
         _add(c, "quota", q.selector, quota.make_check(spec, prefiltered=True), QUOTA_GUARD)
 

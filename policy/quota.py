@@ -44,6 +44,7 @@ class QuotaSpec:
     lend: int | None
     mode: str
     selector: Callable | None
+    namespace: str | None = None  # the only namespace the selector can match, when it names one
 
 
 def pod_key(obj: dict) -> str:
@@ -65,9 +66,13 @@ class QuotaLedger:
         self.reservations: dict[str, tuple[float, tuple[Charge, ...]]] = {}
         self.next_expiry = float("inf")
         self.cohorts: dict[str, list[int]] = {}
+        self.unkeyed = [s for s in specs if s.namespace is None]
+        self.by_namespace: dict[str, list[QuotaSpec]] = {}
         for s in specs:
             if s.cohort:
                 self.cohorts.setdefault(s.cohort, []).append(s.index)
+            if s.namespace is not None:
+                self.by_namespace.setdefault(s.namespace, []).append(s)
 
     def attach(self, snapshot) -> None:
         """Charge every live pod of the snapshot once, then follow its events."""
@@ -83,7 +88,8 @@ class QuotaLedger:
             return ()
         memory = (w.gpu_memory or 0) * w.pods
         out = []
-        for s in self.specs:
+        keyed = self.by_namespace.get(w.namespace, ())
+        for s in (self.unkeyed + keyed) if keyed else self.unkeyed:  # quotas of other namespaces cannot match
             if s.selector is None or s.selector(w):
                 out.append((s.index, w.total_gpus, memory, w.gpu_model, w.total_gpus))
         return tuple(out)
@@ -155,7 +161,7 @@ class QuotaLedger:
         return avail if spec.borrow is None else min(spec.borrow, avail)
 
 
-def compile_quota(q: ir.Quota, index: int, selector, mode: str) -> QuotaSpec:
+def compile_quota(q: ir.Quota, index: int, selector, mode: str, namespace: str | None = None) -> QuotaSpec:
     """The compiled form of one `quota` block."""
     return QuotaSpec(
         index=index,
@@ -170,6 +176,7 @@ def compile_quota(q: ir.Quota, index: int, selector, mode: str) -> QuotaSpec:
         lend=q.lend,
         mode=mode,
         selector=selector,
+        namespace=namespace,
     )
 
 
