@@ -37,6 +37,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--operation", default="CREATE", type=str.upper, choices=("CREATE", "UPDATE", "DELETE", "CONNECT"))
     parser.add_argument("--explain", action="store_true", help="print a human trace of every block instead of the JSON")
     parser.add_argument("--now", type=float, metavar="T", help="decision time, Unix seconds (default: the clock)")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="--explain output: text (default) or json")
 
 
 def load_policy(paths: list[str]):
@@ -121,7 +122,11 @@ def run(args) -> int:
     engine = Engine(policy_set)
     if args.explain:
         decision, trace, workload = engine.explain(request, snapshot, now, mutate=args.mutate)
-        print(render_explain(request, workload, decision, trace, policy_set))
+        if args.format == "json":
+            steps = [{"block": b, "location": loc, "text": text} for b, loc, text in trace]
+            print(json.dumps({"decision": decision.to_json(), "trace": steps}, indent=2, default=str))
+        else:
+            print(render_explain(request, workload, decision, trace, policy_set))
     else:
         decision = engine.decide(request, snapshot, now, mutate=args.mutate, reserve=False)
         print(json.dumps(respond(request, decision, mutate=args.mutate), indent=2))

@@ -113,3 +113,13 @@ def test_default_groups_follow_the_user(user, want):
     from webhook.cli.eval import default_groups
 
     assert default_groups(user) == want
+
+
+def test_explain_json(files, capsys):
+    root, write = files
+    argv = ["eval", "--policy", str(root / "p"), "--explain", "--format", "json", write("pod.yaml", pod("x", "solo", gpus=5))]
+    assert main(argv) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["decision"]["allowed"] is False
+    assert out["decision"]["reasons"][0]["data"] == {"used": 0, "requested": 5000, "nominal": 4000, "borrowable": 0}
+    assert any(step["block"] == "quota solo" for step in out["trace"])
