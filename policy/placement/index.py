@@ -202,14 +202,20 @@ class PlacementIndex(Reservations):
 
     def apply_pod(self, event: str, pod: Mapping) -> None:
         """Apply one Pod watch event: a pod counts while bound (`spec.nodeName`) and live."""
-        key = _pod_key(pod)
+        meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
+        usable = type(meta) is dict and type(spec) is dict and (status is None or type(status) is dict)
+        if not usable:  # rare: a Mapping that is not a dict, or odd input
+            usable = _usable(pod)
+            meta, spec = mapping(meta), mapping(spec)
+        uid = meta.get("uid")
+        key = uid if type(uid) is str and uid else _pod_key(pod)
         known = self._pods.get(key)
-        if event == "DELETED" or not _usable(pod) or not is_live(pod):
+        if event == "DELETED" or not usable or not is_live(pod):
             self._pending.pop(key, None)
             if known is not None:
                 self._release_pod(key, known[0])
             return
-        node_name = pod["spec"].get("nodeName")
+        node_name = spec.get("nodeName")
         if not isinstance(node_name, str) or not node_name:
             # Pending: read the demand now (GPU requests are immutable), so the bind event only moves counters.
             if key not in self._pending:
@@ -227,7 +233,8 @@ class PlacementIndex(Reservations):
         state = self.nodes.get(node_name)
         if state is None:
             state = self.nodes[node_name] = NodeState(node_name)  # the pod arrived before its node
-        rid = mapping(pod["metadata"].get("annotations")).get(RESERVATION_ANNOTATION)
+        annotations = meta.get("annotations")
+        rid = annotations.get(RESERVATION_ANNOTATION) if annotations and isinstance(annotations, Mapping) else None
         if isinstance(rid, str) and rid:
             self._consume(rid, node_name, demand)
         before = state.contribution()  # _mutate, inlined on the hottest path

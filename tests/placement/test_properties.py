@@ -198,6 +198,8 @@ def check_aggregates(idx: PlacementIndex) -> None:
                     if agg.lists is not None:
                         for i, cap in enumerate(agg.caps):
                             buckets = agg.lists[i]
+                            if buckets is None:  # per-node level: only the free-devices bucket
+                                continue
                             holders = [c for c, bucket in buckets.by_cap.items() if d in bucket]
                             assert holders == ([cap] if cap else []), (d.path, model, i)
                             assert buckets.order == sorted(c for c, b in buckets.by_cap.items() if b)
