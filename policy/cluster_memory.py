@@ -12,7 +12,7 @@ def node_gpu_memory(node: Mapping) -> tuple[str | None, int | None]:
     """(product, bytes per device) from a node's GFD labels."""
     labels = (node.get("metadata") or EMPTY).get("labels") or EMPTY
     raw = labels.get(MEMORY_LABEL)
-    mem = int(raw) * MIB if isinstance(raw, str) and raw.isdigit() else None
+    mem = int(raw) * MIB if isinstance(raw, str) and raw.isascii() and raw.isdigit() else None
     return labels.get(PRODUCT_LABEL), mem
 
 

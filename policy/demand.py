@@ -65,7 +65,7 @@ def _whole_fast(value) -> int | None:
     """A plain device count (`8`, `"8"`), or None when the value needs the full reader."""
     if type(value) is int:
         return value if value >= 0 else None
-    if type(value) is str and value.isdigit():
+    if type(value) is str and value.isascii() and value.isdigit():
         return int(value)
     return None
 
@@ -103,7 +103,7 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
             value = requests[one] if table == "requests" else limits[one]
             if type(value) is int and value >= 0:
                 return value * 1000, None, None
-            if type(value) is str and value.isdigit():
+            if type(value) is str and value.isascii() and value.isdigit():
                 return int(value) * 1000, None, None
         found = {one: table}
     acc = [0, 0, None, None, None, None, None]

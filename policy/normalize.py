@@ -60,7 +60,7 @@ def _pod_gang(ref: tuple, annotations: Mapping, ns: str, snapshot, problems: lis
         raw = annotations.get(KUEUE_TOTAL_ANNOTATION)
         if raw is None:
             return name, None, None, None
-        if isinstance(raw, str) and raw.isdigit() and int(raw) >= 1:
+        if isinstance(raw, str) and raw.isascii() and raw.isdigit() and int(raw) >= 1:
             return name, int(raw), None, None
         problems.append(Problem(MALFORMED, f"metadata.annotations[{KUEUE_TOTAL_ANNOTATION}]: {raw!r} is not a whole number >= 1"))
         return name, None, None, None

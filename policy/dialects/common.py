@@ -32,7 +32,7 @@ def quantity(value: object) -> Fraction | int:
     """The exact value of a quantity; plain digit strings and ints skip the regex (hot path)."""
     if type(value) is int:
         return value
-    if type(value) is str and value.isdigit():
+    if type(value) is str and value.isascii() and value.isdigit():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError(f"{value!r} is not a quantity")

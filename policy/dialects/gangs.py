@@ -62,7 +62,7 @@ def _count(value, path: str, problems: list, minimum: int = 1) -> int | None:
         return None
     if type(value) is int and value >= minimum:
         return value
-    if isinstance(value, str) and value.isdigit() and int(value) >= minimum:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= minimum:
         return int(value)
     problems.append(Problem(MALFORMED, f"{path}: {value!r} is not a whole number >= {minimum}"))
     return None

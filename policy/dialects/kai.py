@@ -46,7 +46,7 @@ def read_kai(annotations: Mapping) -> tuple[int, int | None, int | None] | None:
         if q <= 0:
             raise Bad(MALFORMED, f"{path}: {mem_raw!r} is not a positive number of MiB")
         # KAI documents a bare count of MiB ("2000"); a unit ("20Gi") is read as bytes.
-        unitless = type(q) is int or (isinstance(mem_raw, str) and mem_raw.strip().replace(".", "", 1).isdigit())
+        unitless = type(q) is int or (isinstance(mem_raw, str) and mem_raw.isascii() and mem_raw.strip().replace(".", "", 1).isdigit())
         memory = q * MIB if unitless else q
         memory = -((-memory.numerator) // memory.denominator) if type(memory) is not int else memory
     return devices, share, memory

@@ -28,6 +28,7 @@ def res(**limits):
 CASES = [
     Case("malformed whole", res(**{"nvidia.com/gpu": "two"}), "MalformedQuantity", "spec.containers[0].resources.limits[nvidia.com/gpu]"),
     Case("fractional whole", res(**{"nvidia.com/gpu": "0.5"}), "MalformedQuantity", "'0.5'"),
+    Case("unicode digit", res(**{"nvidia.com/gpu": "²"}), "MalformedQuantity", "spec.containers[0].resources.limits[nvidia.com/gpu]"),
     Case("negative whole", res(**{"nvidia.com/gpu": "-1"}), "MalformedQuantity", "'-1'"),
     Case("unknown mig profile", res(**{"nvidia.com/mig-huge": "1"}), "UnknownGpuDialectValue", "nvidia.com/mig-huge"),
     Case("mig slices out of range", res(**{"nvidia.com/mig-9g.90gb": "1"}), "UnknownGpuDialectValue", "mig-9g.90gb"),
