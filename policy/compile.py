@@ -2,7 +2,7 @@
 
 Each pass reads the `PolicySet` and what earlier passes produced, and adds to the
 `Compiled` result. Nothing here runs per request; `Engine.decide` only calls the
-closures these passes build, in `Compiled.checks` order: agents, priority, fraction,
+generated pipeline these passes build, in kind order: agents, priority, fraction,
 quota, gang, rules (identity first, mutations last).
 """
 
@@ -30,7 +30,7 @@ class Compiled:
     levels: Levels = field(default_factory=Levels)
     model_by_product: dict[str, str] = field(default_factory=dict)
     model_memory: dict[str, int] = field(default_factory=dict)
-    selectors: dict[str, Callable | None] = field(default_factory=dict)  # block id -> selector closure
+    selectors: dict[str, Callable | None] = field(default_factory=dict)  # quota id -> selector (for the ledger)
     modes: dict[str, str] = field(default_factory=dict)  # block id -> effective mode
     identities: list[Callable] = field(default_factory=list)
     quota_specs: list[quota.QuotaSpec] = field(default_factory=list)
@@ -78,10 +78,12 @@ def resolve_modes(c: Compiled) -> None:
 
 
 def compile_selectors(c: Compiled) -> None:
-    """`for` expressions become closures, once per block."""
-    for b in _governing(c.policy):
-        if not isinstance(b, ir.Agents):
-            c.selectors[b.id] = c.cond(b.selector)
+    """Selectors needed outside the pipeline: quotas' (the ledger tests live pods) and agent identities.
+
+    Every other `for` is generated inline into the pipelines by `index-by-namespace`.
+    """
+    for q in c.policy.quotas:
+        c.selectors[q.id] = c.cond(q.selector)
     identities = [a.identity for a in c.policy.agents if a.identity is not None]
     if identities:  # one generated function tests every block's identity (the subject's `agent` field)
         span = identities[0].span
