@@ -153,7 +153,7 @@ AGENTS_GUARD = "w.agent"  # the engine sets it when any identity or the labels m
 PRIORITY_GUARD = "w.operation == 'CREATE' and w.total_gpus > 0"
 FRACTION_GUARD = "w.fraction is not None"
 QUOTA_GUARD = "w.operation == 'CREATE' and (w.total_gpus > 0 or w.gpu_memory)"
-GANG_GUARD = "w.operation == 'CREATE'"
+GANG_GUARD = "w.operation == 'CREATE' and (w.total_gpus > 0 or w.kind != 'Pod')"  # CPU pods (launchers) are no gang members
 
 
 def _add(c: Compiled, stage: str, selector: ir.Expr | None, check: Callable, guard: str | None = None, step: dict | None = None) -> None:

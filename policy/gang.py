@@ -49,7 +49,7 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
 
     def check(ctx: Context) -> None:
         w = ctx.w
-        if w.operation != "CREATE":
+        if w.operation != "CREATE" or (w.total_gpus <= 0 and w.kind == "Pod"):
             return
         if selector is not None and not selector(w):
             return

@@ -121,3 +121,9 @@ def test_warm_builds_the_placement_index_before_any_request():
     assert state._planner is not None and set(state._planner.index.nodes) == {"n1", "n2", "n3", "n4"}
     snap.apply("ADDED", _node("n5", "b1", "r3"))  # the warmed index follows events
     assert "n5" in state._planner.index.nodes
+
+
+def test_cpu_pods_are_not_gang_members():
+    # A job's CPU-only launcher pod carries the training label too; objects without GPUs pass.
+    d = run(workload(gpus=0, labels=LABELS))
+    assert d.allowed and d.reasons == () and d.blocks == ()
