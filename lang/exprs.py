@@ -47,7 +47,7 @@ class _Num:
 @functools.lru_cache(maxsize=4096)
 def _exact(text: str):
     """The exact value of a literal (cached: policy sets repeat the same few numbers), or None."""
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return Fraction(int(text))
     try:
         return quantity.parse(text)

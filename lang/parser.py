@@ -31,7 +31,7 @@ _parser: lark.Lark | None = None
 _builder: Builder | None = None
 
 
-_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?(?![A-Za-z0-9_])"
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?(?![A-Za-z0-9_])"
 _TOKENS = (  # the grammar's terminals, tried in this order at each position
     ("WS", r"[ \t\f\r]+"),
     ("COMMENT", r"\#[^\n]*"),

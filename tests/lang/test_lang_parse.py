@@ -61,6 +61,7 @@ BAD = [
     Bad("unclosed block", "quota q {\n  gpus 1\n", "E0003", 3, "expected"),
     Bad("junk at top", "hello", "E0001", 1, "a declaration"),
     Bad("unterminated string", 'rule r {\n  deny "oops\n}', "E0002", 2, "unexpected character"),
+    Bad("non-ASCII digit", "priority p \u0663", "E0002", 1, "unexpected character"),
     Bad("missing expression", "rule r {\n  when\n}", "E0001", 2, "an expression"),
 ]
 
