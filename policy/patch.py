@@ -69,6 +69,20 @@ class PatchBuilder:
         self._ops.append({"op": op, "path": pointer(path), "value": value})
         return True
 
+    def set_members(self, parent: tuple[str, ...], members: dict) -> None:
+        """`set(parent + (key,), value)` for each member, walking to `parent` once."""
+        container = _lookup(self.obj, parent)
+        if container is _MISSING or not isinstance(container, (dict, Mapping)):
+            for key, value in members.items():
+                self.set(parent + (key,), value)
+            return
+        ops = self._ops
+        for key, value in members.items():
+            current = container.get(key, _MISSING)
+            if current != value:
+                op = "add" if current is _MISSING else "replace"
+                ops.append({"op": op, "path": pointer(parent + (key,)), "value": value})
+
     def extend(self, ops) -> None:
         """Append ops built elsewhere against the same original object (their paths must not overlap ours)."""
         self._raw.extend(ops)

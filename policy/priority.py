@@ -31,6 +31,11 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
     by_name = {p.name: p for p in priorities}
     declared = ", ".join(sorted(by_name))
     default = next((p for p in priorities if p.default), None)
+    default_members = (
+        {"priorityClassName": default.name, "priority": default.value, "preemptionPolicy": preemption_policy(default)}
+        if default is not None
+        else {}
+    )
     unknown_location = where(priorities[0].span)
 
     def check(ctx: Context) -> None:
@@ -44,10 +49,7 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
             block = f"priority {default.name}"
             ctx.blocks.append(block)
             if ctx.mutate:
-                patch = ctx.patch
-                patch.set(("spec", "priorityClassName"), default.name)
-                patch.set(("spec", "priority"), default.value)
-                patch.set(("spec", "preemptionPolicy"), preemption_policy(default))
+                ctx.patch.set_members(("spec",), default_members)
             ctx.note(block, where(default.span), f"no priority class named; default {default.name} ({default.value}) applies")
             return
         p = by_name.get(cls)

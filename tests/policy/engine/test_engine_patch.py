@@ -58,3 +58,18 @@ def test_setting_the_same_value_is_no_op():
     builder = PatchBuilder({"metadata": {"labels": {"team": "a"}}})
     assert builder.set(("metadata", "labels", "team"), "a") is False
     assert builder.ops() == ()
+
+
+@pytest.mark.parametrize(
+    "obj, want_ops",
+    [
+        ({"spec": {"priority": 0}}, [("add", "/spec/a"), ("replace", "/spec/priority")]),
+        ({"spec": {"priority": 5, "a": 1}}, []),
+        ({}, [("add", "/spec")]),
+    ],
+)
+def test_set_members_matches_set(obj, want_ops):
+    builder = PatchBuilder(obj)
+    builder.set_members(("spec",), {"a": 1, "priority": 5})
+    assert [(op["op"], op["path"]) for op in builder.ops()] == want_ops
+    assert jsonpatch.apply_patch(obj, list(builder.ops()))["spec"] == {**obj.get("spec", {}), "a": 1, "priority": 5}
