@@ -10,7 +10,8 @@ from __future__ import annotations
 import fnmatch
 import operator
 import re
-from typing import Callable, Mapping
+from collections.abc import Mapping
+from typing import Callable
 
 from lang import ir
 from lang.quantity import format_bytes, format_milli
@@ -189,6 +190,8 @@ def render_value(value: object, type_: ir.Type) -> str:
         return format_bytes(value)
     if type_ is ir.Type.LEVEL and isinstance(value, tuple):
         return ".".join(value)
+    if isinstance(value, str):
+        return value
     if isinstance(value, Mapping):
         return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
     if isinstance(value, (tuple, list)):
