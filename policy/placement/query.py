@@ -77,13 +77,13 @@ def _split(items: list[tuple[int, object]], n: int) -> list[tuple[object, int]] 
     return None
 
 
-def _node_caps(domain: Domain, demand: Demand, per_gpu, n: int) -> list[tuple[int, NodeState]]:
-    """Node capacities for the split; in a huge flat domain (the no-topology view) only until n fit."""
+def _node_caps(domain: Domain, demand: Demand, per_gpu, n: int, keys: tuple[str, ...]) -> list[tuple[int, NodeState]]:
+    """Node capacities (nodes of the asked models only) for the split; in a huge flat domain only until n fit."""
     if len(domain.nodes) <= WIDE_DOMAIN:
-        return [(node.capacity(demand, per_gpu), node) for node in domain.nodes]
+        return [(node.capacity(demand, per_gpu) if node.spec.model in keys else 0, node) for node in domain.nodes]
     items, total = [], 0
     for node in domain.nodes:  # first come: scanning 256k nodes for the tightest would cost ~100 ms
-        cap = node.capacity(demand, per_gpu)
+        cap = node.capacity(demand, per_gpu) if node.spec.model in keys else 0
         if cap:
             items.append((cap, node))
             total += cap
@@ -94,7 +94,7 @@ def _node_caps(domain: Domain, demand: Demand, per_gpu, n: int) -> list[tuple[in
 
 def _distribute(index, domain: Domain, demand: Demand, n: int, per_gpu, out: list[tuple[NodeState, int]]) -> bool:
     if domain.nodes:
-        parts = _split(_node_caps(domain, demand, per_gpu, n), n)
+        parts = _split(_node_caps(domain, demand, per_gpu, n, _keys(index, demand)), n)
         if parts is None:
             return False
         out.extend(parts)  # type: ignore[arg-type]
