@@ -30,6 +30,8 @@ class NodeSpec(NamedTuple):
 
     # A NamedTuple, not a frozen dataclass: 256k of these are built at load, and tuple
     # construction is several times cheaper than a frozen dataclass's __init__.
+    # A node with blocking taints is eligible only for gangs that tolerate them: its
+    # `model` is then the variant key `MODEL|key=value:Effect,…` (see `taint_variant`).
 
     name: str
     eligible: bool
@@ -38,6 +40,34 @@ class NodeSpec(NamedTuple):
     gpus: int  # whole physical devices
     memory: int  # bytes per device (0 when unknown)
     paths: tuple[tuple[str, ...] | None, ...]  # per topology: label values widest first; None if a label is missing
+    taints: tuple[tuple[str, str, str], ...] = ()  # blocking (key, value, effect) the device-plugin default does not cover
+
+
+TAINT_SEP = "|"
+
+
+def taint_variant(model: str, taints: tuple[tuple[str, str, str], ...]) -> str:
+    """The model key of nodes of `model` carrying these blocking taints."""
+    return model + TAINT_SEP + ",".join(f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in taints)
+
+
+def tolerates(tolerations, taint: tuple[str, str, str]) -> bool:
+    """Kubernetes toleration matching: key (empty + Exists = every key), operator Equal/Exists, value, effect."""
+    key, value, effect = taint
+    for t in tolerations or ():
+        if not isinstance(t, Mapping):
+            continue
+        t_key, op = t.get("key") or "", t.get("operator") or "Equal"
+        if t_key and t_key != key:
+            continue
+        if not t_key and op != "Exists":
+            continue
+        if op == "Equal" and str(t.get("value") or "") != value:
+            continue
+        if t.get("effect") and t.get("effect") != effect:
+            continue
+        return True
+    return False
 
 
 def mapping(value) -> Mapping:
@@ -61,17 +91,17 @@ def _ready(status: Mapping) -> bool:
     return False  # a node that never reported Ready is not schedulable
 
 
-def _blocking_taint(spec: Mapping, tolerated: frozenset[str]) -> str | None:
+def _blocking_taints(spec: Mapping, tolerated: frozenset[str]) -> tuple[tuple[str, str, str], ...]:
     taints = spec.get("taints")
+    out = set()
     for taint in taints if isinstance(taints, list) else ():
         if not isinstance(taint, Mapping) or taint.get("effect") not in _BLOCKING_EFFECTS:
             continue
         key = str(taint.get("key") or "")
         if key in tolerated:
             continue
-        value = taint.get("value")
-        return f"tainted {key}{'=' + str(value) if value else ''}:{taint.get('effect')}"
-    return None
+        out.add((key, str(taint.get("value") or ""), str(taint.get("effect"))))
+    return tuple(sorted(out))
 
 
 def _gpu_count(status: Mapping) -> int:
@@ -115,12 +145,17 @@ def read_node(
     if product is not None and not isinstance(product, str):
         product = str(product)
     model = model_key(product, gpu_models)
+    taints: tuple[tuple[str, str, str], ...] = ()
     if spec.get("unschedulable"):
         why_not = "cordoned"
     elif not _ready(status):
         why_not = "NotReady"
     else:
-        why_not = _blocking_taint(spec, tolerated) if spec.get("taints") else None
+        why_not = None
+        taints = _blocking_taints(spec, tolerated) if spec.get("taints") else ()
+    memory = _memory(labels, model, product, gpu_models)
+    if taints:
+        model = taint_variant(model, taints)
     paths = []
     for _name, levels in topologies:
         values = []
@@ -131,4 +166,4 @@ def read_node(
                 break
             values.append(v if type(v) is str else str(v))
         paths.append(None if values is None else tuple(values))
-    return NodeSpec(name, why_not is None, why_not, model, _gpu_count(status), _memory(labels, model, product, gpu_models), tuple(paths))
+    return NodeSpec(name, why_not is None, why_not, model, _gpu_count(status), memory, tuple(paths), taints)

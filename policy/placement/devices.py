@@ -22,6 +22,7 @@ class Demand:
     milli: int = 0
     memory: int = 0  # per device for shares; per pod for whole devices
     model: str | None = None
+    tolerated: frozenset[str] = frozenset()  # tainted model keys (variants) the gang tolerates
 
     @property
     def gpu_milli(self) -> int:

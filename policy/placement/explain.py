@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
+from policy.placement.capacity import TAINT_SEP
 from policy.placement.devices import Demand
 from policy.placement.query import Need, _cap, _keys, _walk
 from policy.placement.result import PlacementReason, describe_demand
@@ -33,6 +34,23 @@ def _excluded(index: "PlacementIndex") -> PlacementReason | None:
     total = sum(counts.values())
     parts = ", ".join(f"{v} {k}" for k, v in counts.items())
     return PlacementReason("ExcludedNodes", f"{total} GPU node{'s' if total != 1 else ''} take no pods: {parts}", counts)
+
+
+def _untolerated(index: "PlacementIndex", needs: Need) -> PlacementReason | None:
+    """Eligible GPU nodes the gang may not use because of taints it does not tolerate."""
+    ok = needs[0][1].tolerated if needs else frozenset()
+    counts: dict[str, int] = {}
+    for vk in index.variants:
+        agg = index.flat.root.aggs.get(vk)
+        if vk not in ok and agg is not None and agg.nodes:
+            taints = vk.split(TAINT_SEP, 1)[1]
+            counts[taints] = counts.get(taints, 0) + agg.nodes
+    if not counts:
+        return None
+    total = sum(counts.values())
+    parts = ", ".join(f"{t} ({n})" for t, n in sorted(counts.items()))
+    msg = f"{total} GPU node{'s' if total != 1 else ''} carry taints the gang does not tolerate: {parts}"
+    return PlacementReason("UntoleratedTaints", msg, counts)
 
 
 def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, per_gpu) -> tuple[PlacementReason, ...]:
@@ -70,9 +88,9 @@ def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, 
             msg += f"; the whole topology fits {total}"
             # Ranked after InsufficientCapacity: when capacity is short, fragmentation is not the story.
             reasons.append(PlacementReason("NoDomainFits", msg, data))
-    excluded = _excluded(index)
-    if excluded is not None:
-        reasons.append(excluded)
+    for extra in (_untolerated(index, needs), _excluded(index)):
+        if extra is not None:
+            reasons.append(extra)
     if not reasons:
         reasons.append(PlacementReason("NoDomainFits", f"topology {tree.name} cannot hold the whole gang ({pods} pods)", {"pods": pods}))
     return tuple(reasons)

@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster import is_live
 from policy.placement.aggregates import Tree, add_bulk, apply_contribution, finish_bulk
-from policy.placement.capacity import DEFAULT_TOLERATED, Levels, NodeSpec, mapping, read_node
+from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.query import demand_of, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
@@ -55,7 +55,8 @@ class PlacementIndex(Reservations):
         self.flat = Tree(FLAT, ())
         self.nodes: dict[str, NodeState] = {}
         self.model_memory: dict[str, int] = {}  # model key -> bytes per device (smallest seen)
-        self.model_keys: tuple[str, ...] = ()  # sorted keys of model_memory
+        self.model_keys: tuple[str, ...] = ()  # sorted untainted model keys: what a gang without tolerations uses
+        self.variants: dict[str, tuple[str, tuple]] = {}  # tainted model key -> (model, blocking taints)
         self.excluded: dict[str, int] = {}  # why_not kind -> GPU nodes
         self.reservations = Ledger()
         self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
@@ -166,7 +167,10 @@ class PlacementIndex(Reservations):
         known = self.model_memory.get(spec.model)
         if known is None or (spec.memory and (not known or spec.memory < known)):
             self.model_memory[spec.model] = spec.memory
-            self.model_keys = tuple(sorted(self.model_memory))
+            if spec.taints:
+                self.variants[spec.model] = (spec.model.split(TAINT_SEP, 1)[0], spec.taints)
+            else:
+                self.model_keys = tuple(sorted(k for k in self.model_memory if k not in self.variants))
 
     def _count_excluded(self, why: str, delta: int) -> None:
         key = why.split(" ", 1)[0]

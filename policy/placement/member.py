@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
@@ -34,7 +35,25 @@ def gang_request(w: Workload, topology: str, level: str, per_gpu: int | None = N
         count = max(w.min_members or 1, 1)
         shape = w.pod_sets[0] if w.pod_sets else PodSet(w.name or "member", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)
         pod_sets = (replace(shape, count=count),)
-    return GangRequest(pod_sets, min_count=w.min_members, topology=topology, required=level, per_gpu=per_gpu)
+    return GangRequest(pod_sets, min_count=w.min_members, topology=topology, required=level, per_gpu=per_gpu,
+                       tolerations=_tolerations(w.obj))
+
+
+def _tolerations(obj) -> tuple:
+    """The tolerations of a Pod, or of the first pod template of a Kueue Workload; () when none are written."""
+    if not isinstance(obj, Mapping):
+        return ()
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return ()
+    found = spec.get("tolerations")
+    if found is None:
+        for ps in spec.get("podSets") or ():  # Kueue Workload
+            tspec = ((ps or {}).get("template") or {}).get("spec") if isinstance(ps, Mapping) else None
+            if isinstance(tspec, Mapping) and tspec.get("tolerations"):
+                found = tspec["tolerations"]
+                break
+    return tuple(t for t in found if isinstance(t, Mapping)) if isinstance(found, list) else ()
 
 
 def place_member(planner: GangPlanner, w: Workload, topology: str, level: str, now: float, per_gpu: int | None = None) -> MemberPlacement:

@@ -5,10 +5,11 @@ See docs/placement.md for the algorithm and its tie-breaks.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
 from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
-from policy.placement.capacity import model_key
+from policy.placement.capacity import model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
 from policy.subject import PodSet
@@ -50,7 +51,19 @@ def needs_of(gang: GangRequest, gpu_models: Mapping[str, tuple[str, int]]) -> Ne
 
 def _keys(index: "PlacementIndex", demand: Demand) -> tuple[str, ...]:
     # No model asked: every model counts (one key in a one-model cluster, so the bucket fast path applies).
-    return (demand.model,) if demand.model else index.model_keys
+    base = (demand.model,) if demand.model else index.model_keys
+    if not demand.tolerated:
+        return base
+    # Tainted pools the gang tolerates join; keys with no node drop out, so an all-tainted
+    # pool of one model is still a single key (and keeps the bucket fast path).
+    wanted = set(base) if demand.model else None
+    extra = [vk for vk in sorted(demand.tolerated) if wanted is None or index.variants[vk][0] in wanted]
+    return tuple(k for k in base if k in index.model_memory) + tuple(extra)
+
+
+def _with_tolerations(index: "PlacementIndex", needs: Need, tolerations) -> Need:
+    ok = frozenset(vk for vk, (_m, taints) in index.variants.items() if all(tolerates(tolerations, t) for t in taints))
+    return [(c, replace(d, tolerated=ok)) for c, d in needs] if ok else needs
 
 
 def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None) -> int:
@@ -164,10 +177,8 @@ def _pack_mixed(index, domain: Domain, needs: Need, per_gpu) -> list[tuple[str, 
     out: list[tuple[str, int, int]] = []
     for i in order:
         count, demand = needs[i]
-        if demand.model:
-            pool = [n for n in scratch if n.spec and n.spec.model == demand.model]
-        else:
-            pool = scratch
+        keys = _keys(index, demand)
+        pool = [n for n in scratch if n.spec and n.spec.model in keys]  # asked models, tolerated taints
         parts = _split([(n.capacity(demand, per_gpu), n) for n in pool], count)
         if parts is None:
             return None
@@ -223,6 +234,8 @@ def search(index: "PlacementIndex", gang: GangRequest) -> PlacementResult:
     if start is None:
         start = -1
     needs = needs_of(gang, index.gpu_models)
+    if gang.tolerations and index.variants:
+        needs = _with_tolerations(index, needs, gang.tolerations)
     if not needs:
         msg = "the gang asks for no GPUs: nothing to place"
         return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("NothingToPlace", msg, {}),))

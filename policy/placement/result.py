@@ -21,6 +21,7 @@ class GangRequest:
     required: str | None = None  # level name: one domain of this level must hold the gang
     preferred: str | None = None  # level name: try here first, then climb one level at a time
     per_gpu: int | None = None  # most pods sharing one physical GPU (a `fraction` block's per_gpu)
+    tolerations: tuple[Mapping, ...] = ()  # the members' tolerations (Kubernetes shape): tainted nodes they may use
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,3 +176,24 @@ def test_members_arriving_keep_the_reservation_alive():
     assert idx.reservations.get("g") is not None
     planner.plan("other2", gang(1, required="host"), now=111.0)
     assert idx.reservations.get("g") is None
+
+
+def test_place_member_uses_the_pods_tolerations():
+    from policy.placement import place_member
+    from policy.subject import PodSet, Workload
+
+    taint = {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
+    idx = index([node("t1", taints=[taint]), node("t2", taints=[taint])])
+    planner = GangPlanner(idx)
+
+    def member(tolerations):
+        obj = pod("m", None, gpus=4)
+        if tolerations:
+            obj["spec"]["tolerations"] = tolerations
+        return Workload(kind="Pod", name="m", namespace="ns", gang="g", min_members=2, gpus=4000, obj=obj,
+                        pod_sets=(PodSet("m", 1, 4000),))
+
+    refused = place_member(planner, member(None), "fabric", "rack", now=0.0)
+    assert not refused.fits and "dedicated=training:NoSchedule (2)" in " ".join(r.message for r in refused.result.reasons)
+    allowed = place_member(planner, member([{"key": "dedicated", "operator": "Equal", "value": "training"}]), "fabric", "rack", now=0.0)
+    assert allowed.fits and dict(allowed.result.nodes) == {"t1": 1, "t2": 1}

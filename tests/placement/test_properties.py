@@ -58,16 +58,16 @@ DEMANDS = st.one_of(
 )
 
 
-def _eligible(n: dict) -> bool:
+def _eligible(n: dict, tolerate: bool = False) -> bool:
     spec, status = n["spec"], n["status"]
     ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status["conditions"])
-    return ready and not spec.get("unschedulable") and not spec.get("taints")
+    return ready and not spec.get("unschedulable") and (tolerate or not spec.get("taints"))
 
 
-def _node_max(idx: PlacementIndex, n: dict, gpus: int, fraction, per_gpu, product) -> int:
+def _node_max(idx: PlacementIndex, n: dict, gpus: int, fraction, per_gpu, product, tolerate=False) -> int:
     """Pods of one demand a node takes, by adding them one at a time to any device that still has room."""
     labels = n["metadata"]["labels"]
-    if not _eligible(n) or (product and labels["nvidia.com/gpu.product"] != product):
+    if not _eligible(n, tolerate) or (product and labels["nvidia.com/gpu.product"] != product):
         return 0
     state = idx.nodes[n["metadata"]["name"]]
     whole_free = state.free_whole()
@@ -110,19 +110,22 @@ def test_fits_exactly_when_brute_force_finds_a_domain(cluster, demand, count, da
     level = data.draw(st.integers(0, len(levels) - 1))
     per_gpu = data.draw(st.sampled_from([None, 2])) if demand[1] else None
     product = data.draw(st.sampled_from([None, H100, L4]))
+    tolerate = data.draw(st.booleans())  # the generator's taint is maint:NoSchedule
+    tolerations = ({"key": "maint", "operator": "Exists"},) if tolerate else ()
     idx = PlacementIndex(topologies, MODELS)
     for n in nodes:
         idx.apply_node("ADDED", n)
     for p in pods:
         idx.apply_pod("ADDED", p)
     gpus, fraction = demand
-    gang = GangRequest((PodSet("w", count, gpus, fraction=fraction, gpu_product=product),), required=levels[level][0], per_gpu=per_gpu)
+    gang = GangRequest((PodSet("w", count, gpus, fraction=fraction, gpu_product=product),), required=levels[level][0],
+                       per_gpu=per_gpu, tolerations=tolerations)
     got = idx.query(gang)
 
     by_name = {n["metadata"]["name"]: n for n in nodes}
     caps = {}
     for path, members in _domains(topologies, nodes, level).items():
-        caps[path] = sum(_node_max(idx, n, gpus, fraction, per_gpu, product) for n in members)
+        caps[path] = sum(_node_max(idx, n, gpus, fraction, per_gpu, product, tolerate) for n in members)
     fitting = {path: cap for path, cap in caps.items() if cap >= count}
     assert got.fits == bool(fitting), (got.reason, caps)
     if not got.fits:
@@ -132,9 +135,9 @@ def test_fits_exactly_when_brute_force_finds_a_domain(cluster, demand, count, da
     assert sum(got.nodes.values()) == count
     for name, pods_here in got.nodes.items():
         n = by_name[name]
-        assert _eligible(n)
+        assert _eligible(n, tolerate)
         assert tuple(n["metadata"]["labels"][label] for _lv, label in levels[: level + 1]) == chosen
-        assert pods_here <= _node_max(idx, n, gpus, fraction, per_gpu, product), "never more than the node has free"
+        assert pods_here <= _node_max(idx, n, gpus, fraction, per_gpu, product, tolerate), "never more than the node has free"
 
 
 @SETTINGS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from placement_builders import FABRIC, H100, L4, gang, index, node, pod
@@ -35,13 +35,29 @@ CASES = [
          want_domain="n2"),
     Case("tainted node is skipped", [node("n1", taints=[MAINT_TAINT]), node("n2")], gang(4, required="host"),
          want_domain="n2"),
+    Case("a tainted pool is used by a gang that tolerates it (Equal)",
+         [node("n1", taints=[MAINT_TAINT]), node("n2", gpus=8, taints=[MAINT_TAINT])],
+         replace(gang(4, required="host"), tolerations=({"key": "maintenance", "operator": "Equal", "value": "true", "effect": "NoSchedule"},)),
+         want_domain="n1"),
+    Case("Exists with no key tolerates every taint",
+         [node("n1", taints=[MAINT_TAINT])], replace(gang(4, required="host"), tolerations=({"operator": "Exists"},)),
+         want_domain="n1"),
+    Case("a toleration of another value does not",
+         [node("n1", taints=[MAINT_TAINT])],
+         replace(gang(1, required="host"), tolerations=({"key": "maintenance", "value": "false"},)),
+         want_fits=False, want_codes=("UntoleratedTaints",), want_in_reason=("maintenance=true:NoSchedule (1)",)),
+    Case("tolerating gangs mix tainted and plain nodes of the model",
+         [node("n1", taints=[MAINT_TAINT]), node("n2")],
+         replace(gang(8, required="rack"), tolerations=({"key": "maintenance", "operator": "Exists"},)),
+         want_nodes={"n1": 4, "n2": 4}),
     Case("the GPU taint is tolerated (ExtendedResourceToleration)", [node("n1", taints=[GPU_TAINT])],
          gang(4, required="host"), want_domain="n1"),
     Case("PreferNoSchedule does not exclude", [node("n1", taints=[SOFT_TAINT])], gang(1, required="host"),
          want_domain="n1"),
     Case("every node excluded: reason counts them",
          [node("n1", cordoned=True), node("n2", ready=False), node("n3", taints=[MAINT_TAINT])],
-         gang(1, required="host"), want_fits=False, want_codes=("InsufficientCapacity", "NoDomainFits", "ExcludedNodes"),
+         gang(1, required="host"), want_fits=False,
+         want_codes=("InsufficientCapacity", "NoDomainFits", "UntoleratedTaints", "ExcludedNodes"),
          want_in_reason=("room for 0 of 1",)),
     Case("mixed models: asks for l4, gets the l4 node",
          [node("h", gpus=8, product=H100), node("l", gpus=4, product=L4)], gang(2, product=L4, required="host"),

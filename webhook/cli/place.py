@@ -136,7 +136,11 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
     if min_count and listed < min_count:  # members not written out yet are shaped like the last listed ones
         last = pod_sets[-1]
         pod_sets = (*pod_sets[:-1], PodSet(last.name, last.count + min_count - listed, last.gpus, last.fraction, last.gpu_memory, last.gpu_product))
-    return GangRequest(pod_sets, min_count=min_count, topology=topology_name, required=required, preferred=preferred, per_gpu=args.per_gpu)
+    from policy.placement.member import _tolerations
+
+    tolerations = _tolerations(next((o for o in objs if o.get("kind") == "Pod"), None) or (group.obj if group else None))
+    return GangRequest(pod_sets, min_count=min_count, topology=topology_name, required=required, preferred=preferred,
+                       per_gpu=args.per_gpu, tolerations=tolerations)
 
 
 def run(args) -> int:
