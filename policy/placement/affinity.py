@@ -100,6 +100,20 @@ class GangPlanner:
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
         """The gang's placement: the remembered one, or a new query (reserved under `key` unless dry-run)."""
+        hit = self.recall(key, now)
+        if hit is not None:
+            if not dry_run:  # members still arriving: remember and hold a while longer
+                self._remember(key, hit, now)
+                self.index.reservations.extend(key, now + self.ttl)
+            return hit
+        result = self.index.query(gang)
+        if result.fits and not dry_run:
+            self.index.reserve(key, result, now + self.ttl)
+            self._remember(key, result, now)
+        return result
+
+    def recall(self, key: str, now: float) -> PlacementResult | None:
+        """The domain chosen for gang `key` if it is still remembered at `now` (expired ones are forgotten first)."""
         self.index.expire(now)
         while self._forget and self._forget[0][0] <= now:
             until, old = heapq.heappop(self._forget)
@@ -107,15 +121,7 @@ class GangPlanner:
             if hit is not None and hit[1] == until:
                 del self._chosen[old]
         hit = self._chosen.get(key)
-        if hit is not None:
-            self._remember(key, hit[0], now)
-            self.index.reservations.extend(key, now + self.ttl)  # members still arriving: keep holding
-            return hit[0]
-        result = self.index.query(gang)
-        if result.fits and not dry_run:
-            self.index.reserve(key, result, now + self.ttl)
-            self._remember(key, result, now)
-        return result
+        return hit[0] if hit is not None else None
 
     def _remember(self, key: str, result: PlacementResult, now: float) -> None:
         self._chosen[key] = (result, now + self.ttl)
