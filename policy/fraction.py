@@ -48,7 +48,7 @@ def make_check(f: ir.Fraction, selector, mode: str) -> Callable[[Context], None]
             ctx.find("FractionOutOfRange", block, location, f"{f.name}: GPU share {format_milli(share)} < min {format_milli(f.min)}", mode, data)
         elif f.max is not None and share > f.max:
             ctx.find("FractionOutOfRange", block, location, f"{f.name}: GPU share {format_milli(share)} > max {format_milli(f.max)}", mode, data)
-        else:
+        elif ctx.trace is not None:  # notes are for --explain only: do not format them otherwise
             ctx.note(block, location, f"GPU share {format_milli(share)} within bounds")
         if f.memory_floor is not None:
             _check_floor(ctx, f, block, location, mode)
@@ -66,7 +66,7 @@ def _check_floor(ctx: Context, f: ir.Fraction, block: str, location: str, mode: 
         ctx.find("FractionMemoryUnknown", block, location, text, mode, data)
     elif mem < floor:
         ctx.find("FractionMemoryBelowFloor", block, location, f"{f.name}: GPU memory {format_bytes(mem)} < floor {format_bytes(floor)}", mode, data)
-    else:
+    elif ctx.trace is not None:
         ctx.note(block, location, f"GPU memory {format_bytes(mem)} >= floor {format_bytes(floor)}")
 
 
@@ -79,7 +79,6 @@ def _check_sharers(ctx: Context, f: ir.Fraction, block: str, location: str, mode
         ctx.find("PerGpuNotEvaluated", block, location, text, "audit" if mode == "audit" else "warn", {"per_gpu": per_gpu})
         return
     pod_set = PodSet(w.name or "pod", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)
-    share = format_milli(w.fraction)
     node = bound_node(w.obj)
     if node is not None and node in index.nodes:
         sharers, untouched = list(index.sharers(node)), index.free_gpus(node)
@@ -90,17 +89,28 @@ def _check_sharers(ctx: Context, f: ir.Fraction, block: str, location: str, mode
                 f" (sharers per GPU: {sharers}; no untouched GPU)"
             )
             ctx.find("FractionSharersExceeded", block, location, text, mode, data)
-        else:
+        elif ctx.trace is not None:
             room = index.capacity(node, demand_of(pod_set, index.gpu_models), per_gpu)
             ctx.note(block, location, f"node {node}: {untouched} untouched GPUs, sharers per shared GPU {sharers}; room for this share: {room}")
         return
-    limited = index.query(GangRequest((pod_set,), topology=FLAT, per_gpu=per_gpu))
-    if limited.fits:
-        ctx.note(block, location, f"a GPU with fewer than {per_gpu} sharers can take a {share} share: {limited.reason}")
+    explain = ctx.trace is not None
+    fits, reason = _ask(index, GangRequest((pod_set,), topology=FLAT, per_gpu=per_gpu), explain)
+    if fits:
+        if explain:
+            ctx.note(block, location, f"a GPU with fewer than {per_gpu} sharers can take a {format_milli(w.fraction)} share: {reason}")
         return
-    free = index.query(GangRequest((pod_set,), topology=FLAT))
-    if free.fits:
+    fits, reason = _ask(index, GangRequest((pod_set,), topology=FLAT), explain)
+    if fits:
+        share = format_milli(w.fraction)
         text = f"{f.name}: every GPU that could take a {share} share already has {per_gpu} sharing pods; per_gpu at most {per_gpu}"
         ctx.find("FractionSharersExceeded", block, location, text, mode, {"node": None, "per_gpu": per_gpu})
-    else:
-        ctx.note(block, location, f"no GPU can take a {share} share at all (the scheduler will wait): {free.reason}")
+    elif explain:
+        ctx.note(block, location, f"no GPU can take a {format_milli(w.fraction)} share at all (the scheduler will wait): {reason}")
+
+
+def _ask(index, gang: GangRequest, explain: bool) -> tuple[bool, str]:
+    """(fits, reason); without --explain only yes/no is needed, which `fits` answers without building a placement."""
+    if not explain:
+        return index.fits(gang), ""
+    result = index.query(gang)
+    return result.fits, result.reason

@@ -96,14 +96,22 @@ class NodeState:
 
     def capacity(self, demand: Demand, per_gpu: int | None = None) -> int:
         """How many more pods of `demand` this node holds now (0 when not eligible)."""
-        if self.contribution() is None:
+        spec = self.spec
+        if spec is None or not spec.eligible or spec.gpus <= 0:
             return 0
+        # Runs for every node of a candidate domain per query: no sorted copy of the devices
+        # (a sum does not depend on their order), no property calls.
+        shared = self.shared
+        free_whole = spec.gpus - self.whole_used - (len(shared) if shared else 0)
+        if free_whole < 0:
+            free_whole = 0
+        mem = spec.memory
         if demand.whole:
-            return whole_fit(self.free_whole(), self.memory, demand)
-        fresh = device_fit(FULL, 0, self.memory, demand, per_gpu)
-        n = self.free_whole() * fresh
-        for free, sharers, mem in self.partial_states():
-            n += device_fit(free, sharers, mem, demand, per_gpu)
+            return whole_fit(free_whole, mem, demand)
+        n = free_whole * device_fit(FULL, 0, mem, demand, per_gpu) if free_whole else 0
+        if shared:
+            for taken, sharers, used in shared.values():
+                n += device_fit(FULL - taken if taken < FULL else 0, sharers, mem - used if used < mem else 0, demand, per_gpu)
         return n
 
     def add(self, key, demand: Demand, per_gpu: int | None = None) -> None:

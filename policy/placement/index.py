@@ -11,7 +11,7 @@ from policy.cluster import is_live
 from policy.placement.aggregates import Tree, add_bulk, apply_contribution, finish_bulk
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, mapping, read_node
 from policy.placement.devices import Demand, NodeState
-from policy.placement.query import demand_of, search
+from policy.placement.query import demand_of, fits, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
 from policy.subject import PodSet
@@ -282,6 +282,10 @@ class PlacementIndex(Reservations):
     def query(self, gang: GangRequest) -> PlacementResult:
         """Where the whole gang fits now (reservations held by others count as used)."""
         return search(self, gang)
+
+    def fits(self, gang: GangRequest) -> bool:
+        """`query(gang).fits`, without building the placement (for checks that need only yes or no)."""
+        return fits(self, gang)
 
     # ---- accessors for tests and tools -------------------------------------------------
     def free_gpus(self, node: str) -> int:

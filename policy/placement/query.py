@@ -153,8 +153,15 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
         return None if d is None else (d, _cap(index, d, demand, per_gpu))
     best: tuple[Domain, int] | None = None
     seen = 0
-    for d in _walk(tree.root, level, lambda d: _cap(index, d, demand, per_gpu) >= count):
-        cap = _cap(index, d, demand, per_gpu)
+    memory = index.model_memory
+    caps: dict[Domain, int] = {}  # the walk's filter already computed each yielded domain's capacity
+
+    def keep(d: Domain) -> bool:
+        cap = caps[d] = d.capacity(demand, per_gpu, keys, memory)
+        return cap >= count
+
+    for d in _walk(tree.root, level, keep):
+        cap = caps[d]
         seen += 1
         if best is None or cap < best[1]:
             best = (d, cap)
@@ -216,26 +223,73 @@ def _place_at(index, tree: Tree, level: int, needs: Need, per_gpu):
     return None
 
 
+def _levels(tree: Tree, gang: GangRequest) -> tuple[int, int] | str:
+    """(start, stop) levels to try, tightest first; or the name of a level the tree lacks."""
+    levels: list[int | None] = []
+    for name in (gang.required, gang.preferred):
+        lvl = None if name is None else tree.level_of(name)
+        if name is not None and lvl is None:
+            return name
+        levels.append(lvl)
+    required, preferred = levels
+    start = preferred if preferred is not None and (required is None or preferred >= required) else required
+    stop = required if required is not None else -1
+    return (-1 if start is None else start), stop
+
+
+def _needs(index: "PlacementIndex", gang: GangRequest) -> Need:
+    needs = needs_of(gang, index.gpu_models)
+    if gang.tolerations and index.variants:
+        needs = _with_tolerations(index, needs, gang.tolerations)
+    return needs
+
+
+def _holds(index, domain: Domain, demand: Demand, n: int, per_gpu) -> bool:
+    """Whether `_distribute` would succeed, without building the parts: node capacities summed until n."""
+    if not domain.nodes:
+        return _distribute(index, domain, demand, n, per_gpu, [])
+    keys = _keys(index, demand)
+    total = 0
+    for node in domain.nodes:
+        if node.spec is not None and node.spec.model in keys:
+            total += node.capacity(demand, per_gpu)
+            if total >= n:
+                return True
+    return False
+
+
+def fits(index: "PlacementIndex", gang: GangRequest) -> bool:
+    """`search(index, gang).fits`, without building the placement or its messages (checks needing yes/no)."""
+    tree, _problem = index.tree_for(gang.topology)
+    if tree is None:
+        return False
+    bounds = _levels(tree, gang)
+    if isinstance(bounds, str):
+        return False
+    start, stop = bounds
+    needs = _needs(index, gang)
+    if len(needs) != 1:
+        return bool(needs) and search(index, gang).fits
+    count, demand = needs[0]
+    for level in range(start, stop - 1, -1):  # the same levels and tests as `_place_at` for one pod set
+        hit = _tightest_single(index, tree, level, count, demand, gang.per_gpu)
+        if hit is not None and _holds(index, hit[0], demand, count, gang.per_gpu):
+            return True
+    return False
+
+
 def search(index: "PlacementIndex", gang: GangRequest) -> PlacementResult:
     """Answer one gang query against the index's current free capacity (reservations included)."""
     tree, problem = index.tree_for(gang.topology)
     if tree is None:
         return PlacementResult(False, topology=gang.topology, reasons=(problem,))
-    levels: list[int | None] = []
-    for name in (gang.required, gang.preferred):
-        lvl = None if name is None else tree.level_of(name)
-        if name is not None and lvl is None:
-            msg = f"topology {tree.name} has no level {name!r} (levels: {', '.join(tree.level_names) or 'none'})"
-            return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("UnknownLevel", msg, {"level": name}),))
-        levels.append(lvl)
-    required, preferred = levels
-    start = preferred if preferred is not None and (required is None or preferred >= required) else required
-    stop = required if required is not None else -1
-    if start is None:
-        start = -1
-    needs = needs_of(gang, index.gpu_models)
-    if gang.tolerations and index.variants:
-        needs = _with_tolerations(index, needs, gang.tolerations)
+    bounds = _levels(tree, gang)
+    if isinstance(bounds, str):
+        name = bounds
+        msg = f"topology {tree.name} has no level {name!r} (levels: {', '.join(tree.level_names) or 'none'})"
+        return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("UnknownLevel", msg, {"level": name}),))
+    start, stop = bounds
+    needs = _needs(index, gang)
     if not needs:
         msg = "the gang asks for no GPUs: nothing to place"
         return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("NothingToPlace", msg, {}),))
