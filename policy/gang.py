@@ -124,3 +124,28 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         ctx.find("GangUnplaceable", block, loc, f"{g.name}: {result.reason}", on, data)
 
     return check
+
+
+def decide_requirement(policy: ir.PolicySet, w):
+    """(gang block, the `require topology` that applies) for workload `w` judged as its gang, else None.
+
+    The first gang block in source order whose `for` selects the gang view and one of
+    whose requirements holds decides (within a block the last matching one wins, as
+    on admission); for `allot place`, which asks the policy set what level a gang needs.
+    """
+    from policy.expr import Levels, compile_condition
+
+    levels = Levels(policy.topologies)
+    view = gang_view(w)
+    for g in policy.gangs:
+        selector = compile_condition(g.selector, levels)
+        if selector is not None and not selector(view):
+            continue
+        chosen = None
+        for req in g.topology:
+            when = compile_condition(req.when, levels)
+            if when is None or when(view):
+                chosen = req
+        if chosen is not None:
+            return g, chosen
+    return None

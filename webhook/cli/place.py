@@ -1,8 +1,11 @@
 """`allot place --cluster FILE [--policy DIR] GANG`: where would this gang fit now, and if not, why.
 
 GANG is a YAML file (multi-document or a List) of a PodGroup / Workload of any dialect
-and/or its pods. Prints JSON (`fits`, `topology`, `level`, `domain`, `nodes`, `reason`,
-`reasons`). Exit 0 fits, 3 does not fit, 2 usage errors.
+and/or its pods. The required level comes from the flags, else from the manifest (the
+group's or Kueue/KAI pod annotations), else — with `--policy` — from the policy set's
+matching `gang` block judged on the gang view, as admission would (`decided_by` names
+it). Prints JSON (`fits`, `topology`, `level`, `domain`, `nodes`, `reason`, `reasons`,
+`request`, `level_from`, `decided_by`). Exit 0 fits, 3 does not fit, 2 usage errors.
 """
 
 from __future__ import annotations
@@ -49,13 +52,39 @@ def _from_policy(path: str):
     from webhook.cli import UsageError
     from webhook.sources import read_policy_sources
 
-    policy, diags = compile_policies(read_policy_sources([path]))
+    sources = read_policy_sources([path])
+    policy, diags = compile_policies(sources)
     if policy is None:
         first = next((d for d in diags if d.severity == "error"), diags[0] if diags else None)
         raise UsageError(f"{path}: the policy set has errors (run `allot check {path}`): {first.message if first else ''}")
     topologies = [(t.name, [(lv.name, lv.label) for lv in t.levels]) for t in policy.topologies]
     models = {g.product: (g.name, g.memory) for g in policy.gpus}
-    return topologies, models
+    return topologies, models, policy, dict(sources)
+
+
+def _policy_level(policy, texts: dict, subject, gang, topologies):
+    """(the gang request with the level the policy's gang blocks require, `decided_by` text) — unchanged when none applies."""
+    from dataclasses import replace
+
+    from policy.engine import Engine
+    from policy.gang import decide_requirement
+    from webhook.cli import UsageError
+
+    from policy.subject import replace_workload
+
+    if subject is not None and subject.kind == "Pod":  # pods listed without a declared minimum are the gang
+        listed = sum(ps.count for ps in gang.pod_sets)
+        subject = replace_workload(subject, min_members=subject.min_members or listed, gang=subject.gang or subject.name)
+    found = decide_requirement(policy, Engine(policy).enrich(subject)) if subject is not None else None
+    if found is None:
+        return gang, None
+    block, req = found
+    if req.topology not in dict(topologies):
+        raise UsageError(f"{block.id} requires topology {req.topology}.{req.level}, which --topology replaced; drop --topology or pass --required")
+    span = req.span
+    lines = texts.get(span.path, "").splitlines()
+    text = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else f"require topology {req.topology}.{req.level}"
+    return replace(gang, topology=req.topology, required=req.level), f"{block.id} ({span.path}:{span.line}:{span.col}): {text}"
 
 
 def _read_gang(path: str) -> list[dict]:
@@ -90,7 +119,7 @@ def _read_gang(path: str) -> list[dict]:
 
 
 def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, args):
-    """(GangRequest, note) from the gang's objects: pods give pod sets; a group gives the minimum and topology."""
+    """(GangRequest, the subject the gang is judged as: its group, else its first pod) from the gang's objects: pods give pod sets; a group gives the minimum and topology."""
     from policy.normalize import normalize_object, pod_demand
     from policy.placement import GangRequest
     from policy.subject import PodSet
@@ -140,7 +169,7 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
 
     tolerations = _tolerations(next((o for o in objs if o.get("kind") == "Pod"), None) or (group.obj if group else None))
     return GangRequest(pod_sets, min_count=min_count, topology=topology_name, required=required, preferred=preferred,
-                       per_gpu=args.per_gpu, tolerations=tolerations)
+                       per_gpu=args.per_gpu, tolerations=tolerations), group
 
 
 def run(args) -> int:
@@ -149,9 +178,9 @@ def run(args) -> int:
     from webhook.cli import UsageError
     from webhook.clusterfile import read_cluster_file
 
-    topologies, models = [], {}
+    topologies, models, policy, texts = [], {}, None, {}
     if args.policy:
-        topologies, models = _from_policy(args.policy)
+        topologies, models, policy, texts = _from_policy(args.policy)
     name = None
     if args.topology and "=" in args.topology:
         topologies = [("default", _parse_levels(args.topology))]
@@ -164,7 +193,17 @@ def run(args) -> int:
         topologies = [("default", list(DEFAULT_LEVELS))]
     name = name or topologies[0][0]
     snapshot = read_cluster_file(args.cluster)
-    gang = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args)
+    gang, subject = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args)
+    decided_by = None
+    if args.required or args.preferred:
+        level_from = "flags"
+    elif gang.required or gang.preferred:
+        level_from = "manifest"
+    else:
+        level_from = "none"
+        if policy is not None:
+            gang, decided_by = _policy_level(policy, texts, subject, gang, topologies)
+            level_from = "policy" if decided_by else "none"
     index = PlacementIndex.from_snapshot(snapshot, topologies, models)
     index.expire(args.now)
     result = index.query(gang)
@@ -175,6 +214,8 @@ def run(args) -> int:
         "required": gang.required,
         "preferred": gang.preferred,
     }
+    out["level_from"] = level_from  # flags | manifest | policy | none
+    out["decided_by"] = decided_by
     json.dump(out, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0 if result.fits else 3
