@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 from policy.dialects.common import EMPTY
 from policy.dialects.gangs import GroupInfo, group_family, read_group
 from policy.cluster_memory import GpuMemoryIndex
+from policy.cluster_shape import shape_problem
 
 Callback = Callable[[str, "dict | None", "dict | None"], None]
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -59,6 +60,7 @@ class ClusterSnapshot:
         self._gpu_memory = GpuMemoryIndex()
         self._subscribers: list[Callback] = []
         self.resource_version = 0
+        self.rejected = 0  # objects `apply` refused as malformed: a watcher skips them, this counts them
 
     # ---- loading -------------------------------------------------------------------------
     @classmethod
@@ -96,26 +98,17 @@ class ClusterSnapshot:
         self._subscribers.append(callback)
 
     def apply(self, event: str, obj: Mapping, kind: str | None = None) -> bool:
-        """Apply one watch event; returns False when it changed nothing (e.g. deleting an unknown object)."""
-        if event not in EVENTS:
-            raise SnapshotError(f"event {event!r} is not ADDED, MODIFIED or DELETED")
-        if type(obj) is not dict:
-            if not isinstance(obj, Mapping):
-                raise SnapshotError(f"expected an object, got {type(obj).__name__}")
-            obj = dict(obj)
-        k = obj.get("kind") or kind
-        meta = obj.get("metadata")
-        if type(k) is not str or not k:
-            raise SnapshotError("object has no kind")
-        if type(meta) is not dict or type(meta.get("name")) is not str or not meta.get("name"):
-            raise SnapshotError(f"{k} has no metadata.name")
-        if obj.get("kind") != k:
-            obj = {**obj, "kind": k}  # items of typed lists omit kind; keep it for subscribers
-        name = meta["name"]
-        ns = None if k in CLUSTER_SCOPED else (meta.get("namespace") or "default")
-        if ns is not None and not isinstance(ns, str):
-            raise SnapshotError(f"{k} {name}: metadata.namespace is not a string")
-        store, key = self._store_for(k, obj.get("apiVersion") or "", ns, name)
+        """Apply one watch event; returns False when it changed nothing (e.g. deleting an unknown object).
+
+        A malformed object raises SnapshotError before any index changes, and is counted in `rejected`.
+        """
+        try:
+            k, obj, ns, name = self._checked(event, obj, kind)
+            store, key = self._store_for(k, obj.get("apiVersion") or "", ns, name)
+            group = self._read_group(key, obj, ns) if event != "DELETED" else None
+        except SnapshotError:
+            self.rejected += 1
+            raise
         old = store.get(key)
         if event == "DELETED":
             if old is None:
@@ -130,12 +123,52 @@ class ClusterSnapshot:
             else:
                 event = "ADDED"
             store[key] = obj
-            self._index(k, key, obj, ns)
+            self._index(k, key, obj, ns, group)
             new = obj
         self.resource_version += 1
         for cb in self._subscribers:
             cb(event, old, new)
         return True
+
+    @staticmethod
+    def _checked(event: str, obj, kind: str | None) -> tuple[str, dict, str | None, str]:
+        """(kind, object, namespace, name) of a usable object; SnapshotError (one line) otherwise."""
+        if event not in EVENTS:
+            raise SnapshotError(f"event {event!r} is not ADDED, MODIFIED or DELETED")
+        if type(obj) is not dict:
+            if not isinstance(obj, Mapping):
+                raise SnapshotError(f"expected an object, got {type(obj).__name__}")
+            obj = dict(obj)
+        k = obj.get("kind") or kind
+        meta = obj.get("metadata")
+        if type(k) is not str or not k:
+            raise SnapshotError("object has no kind" if not k else "kind must be a string")
+        if type(meta) is not dict or type(meta.get("name")) is not str or not meta.get("name"):
+            raise SnapshotError(f"{k} has no metadata.name")
+        if obj.get("kind") != k:
+            obj = {**obj, "kind": k}  # items of typed lists omit kind; keep it for subscribers
+        name = meta["name"]
+        ns = None if k in CLUSTER_SCOPED else (meta.get("namespace") or "default")
+        if ns is not None and type(ns) is not str:
+            raise SnapshotError(f"{k} {name}: metadata.namespace must be a string")
+        if type(obj.get("apiVersion") or "") is not str:  # part of a group object's key, so checked for deletes too
+            raise SnapshotError(f"{k} {f'{ns}/' if ns else ''}{name}: apiVersion must be a string")
+        if event != "DELETED":  # a delete needs only the key; the stored object was checked when added
+            problem = shape_problem(k, obj)
+            if problem is not None:
+                raise SnapshotError(f"{k} {f'{ns}/' if ns else ''}{name}: {problem}")
+        return k, obj, ns, name
+
+    def _read_group(self, key, obj: dict, ns: str | None) -> GroupInfo | None:
+        """The gang object's reading, taken before any index changes so a failure leaves them whole."""
+        if type(key) is not tuple or len(key) != 3 or key[0] not in _FAMILIES:
+            return None
+        from policy.demand import pod_demand  # cycle-free: demand imports dialects only
+
+        try:
+            return read_group(obj, key[0], lambda p: pod_demand(p, self))
+        except (TypeError, AttributeError, ValueError) as exc:  # the reader's contract is "problems, not exceptions"
+            raise SnapshotError(f"{obj['kind']} {ns}/{key[2]}: unreadable group object ({type(exc).__name__}: {exc})") from None
 
     def _store_for(self, kind: str, api_version: str, ns: str | None, name: str) -> tuple[dict, object]:
         if kind == "Pod":
@@ -157,19 +190,15 @@ class ClusterSnapshot:
             return self._group_objs, (family, ns, name)
         return self._other, (api_version, kind, ns or "", name)
 
-    def _index(self, kind: str, key, obj: dict, ns: str | None) -> None:
+    def _index(self, kind: str, key, obj: dict, ns: str | None, group: GroupInfo | None = None) -> None:
         if kind == "Pod":
             node = (obj.get("spec") or EMPTY).get("nodeName")
             if node:
                 self._pods_by_node.setdefault(node, {})[key] = obj
         elif kind == "Node":
             self._gpu_memory.add(key, obj)
-        elif type(key) is tuple and len(key) == 3 and key in self._group_objs:
-            family = key[0]
-            from policy.demand import pod_demand  # cycle-free: demand imports dialects only
-
-            info = read_group(obj, family, lambda p: pod_demand(p, self))
-            self._groups.setdefault((ns, info.name), {})[family] = info
+        elif group is not None:
+            self._groups.setdefault((ns, group.name), {})[key[0]] = group
 
     def _unindex(self, kind: str, key, obj: dict, ns: str | None) -> None:
         if kind == "Pod":

@@ -1,0 +1,72 @@
+"""Shape checks for objects entering the snapshot: the fields its indexes read must have the API's types.
+
+The API server guarantees these types, so a mismatch means a hand-written or corrupt
+file (or a bug upstream); the snapshot refuses such an object with one located line
+instead of raising a TypeError half-way through updating its indexes.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+_STRING_MAPS = ("labels", "annotations")
+
+
+def _string_map(value, path: str) -> str | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        return f"{path} must be a map of strings, not {_type(value)}"
+    for k, v in value.items():
+        if type(k) is not str or type(v) is not str:
+            return f"{path}[{k!r}] must be a string, not {_type(v)}" if type(k) is str else f"{path} has a non-string key"
+    return None
+
+
+def _type(value) -> str:
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a map"
+    return type(value).__name__
+
+
+def _field(obj: Mapping, name: str, want: type, path: str) -> str | None:
+    value = obj.get(name)
+    if value is None or type(value) is want:
+        return None
+    return f"{path} must be {'a string' if want is str else 'a map'}, not {_type(value)}"
+
+
+def shape_problem(kind: str, obj: Mapping) -> str | None:
+    """The first field whose type the snapshot cannot index ("spec.nodeName must be a string, not a list"), or None."""
+    api_version = obj.get("apiVersion")
+    if api_version is not None and type(api_version) is not str:
+        return f"apiVersion must be a string, not {_type(api_version)}"
+    meta = obj["metadata"]
+    for name in _STRING_MAPS:
+        problem = _string_map(meta.get(name), f"metadata.{name}")
+        if problem:
+            return problem
+    for name in ("spec", "status"):
+        problem = _field(obj, name, dict, name)
+        if problem:
+            return problem
+    spec = obj.get("spec")
+    if kind == "Pod":
+        if spec is not None:
+            problem = _field(spec, "nodeName", str, "spec.nodeName")
+            if problem:
+                return problem
+        status = obj.get("status")
+        if status is not None:
+            return _field(status, "phase", str, "status.phase")
+    return None
