@@ -74,6 +74,23 @@ def _affinity_values(value) -> list[str]:
     return found
 
 
+def reasons(resp: dict) -> list[str]:
+    """Every reason the server gave: each denial (`block: message (location)`) and each warning."""
+    import re
+
+    out = []
+    if not resp.get("allowed"):
+        msg = (resp.get("status") or {}).get("message", "").removeprefix("allot denied: ")
+        out += [r for r in re.split(r"(?<=:\d\)); ", msg) if r]  # each denial ends with its (path:line:col)
+    return out + [f"warning: {w}" for w in resp.get("warnings", [])]
+
+
+def affinity_values(ops: list[dict]) -> list[str]:
+    """The label values the node-affinity ops of a patch pin (block, rack, host: widest first)."""
+    return [t.split("=", 1)[1] for op in ops if "affinity" in op.get("path", "") or "affinity" in str(op.get("value"))[:40]
+            for t in _affinity_values(op.get("value"))]
+
+
 def check(step, status: int, resp: dict, logged: dict) -> list[str]:
     """What did not hold for `step` (empty: all held); `logged` is its decision-log line (codes, placement)."""
     codes = logged.get("codes", [])
@@ -83,15 +100,18 @@ def check(step, status: int, resp: dict, logged: dict) -> list[str]:
         return [f"HTTP {status}"]
     if resp.get("allowed") is not e.allowed:
         problems.append(f"expected {'allowed' if e.allowed else 'denied'}")
-    for code in e.codes:
-        if code not in codes:
-            problems.append(f"expected reason {code}, got {', '.join(codes) or 'none'}")
+    if set(codes) != set(e.codes):
+        problems.append(f"expected reason codes {', '.join(sorted(set(e.codes))) or 'none'}, got {', '.join(sorted(set(codes))) or 'none'}")
+    if e.reason and not any(e.reason in r for r in reasons(resp)):
+        problems.append(f"expected a reason saying {e.reason!r}")
     ops, _ = summarize_patch(resp)
     paths = " ".join(op.get("path", "") for op in ops)
     for p in e.patch:
         if p not in paths:
             problems.append(f"expected a patch of {p}")
-    if e.placement and e.placement not in str((logged.get("placement") or {}).get("value")):
+    if e.affinity and affinity_values(ops)[-1:] != [e.affinity]:
+        problems.append(f"expected node affinity to {e.affinity}, got {', '.join(affinity_values(ops)) or 'none'}")
+    if e.placement and e.placement != (logged.get("placement") or {}).get("value"):
         problems.append(f"expected placement in {e.placement}, got {(logged.get('placement') or {}).get('value')}")
     if e.warning and not any(e.warning in w for w in resp.get("warnings", [])):
         problems.append(f"expected a warning about {e.warning}")
@@ -121,13 +141,13 @@ class _Tee:
             self.copy.flush()
 
 
-def _reason(resp: dict) -> str:
-    if not resp.get("allowed"):
-        msg = (resp.get("status") or {}).get("message", "")
-        return msg.removeprefix("allot denied: ")
-    if resp.get("warnings"):
-        return "warning: " + resp["warnings"][0]
-    return ""
+def _reason(resp: dict, step=None) -> str:
+    """The reason the step is about (the one containing its expected text), else the first one."""
+    found = reasons(resp)
+    want = step.expect.reason if step is not None else None
+    shown = next((r for r in found if want and want in r), found[0] if found else "")
+    more = len(found) - 1
+    return shown + (f" (+{more} more)" if more > 0 else "")
 
 
 def _cut(text: str, width: int) -> str:
@@ -205,7 +225,8 @@ def _print(rows, as_json: bool) -> None:
     if as_json:
         for i, step, status, resp, patch, problems in rows:
             print(orjson.dumps({"n": i, "request": step.title, "endpoint": step.endpoint, "http": status,
-                                "allowed": resp.get("allowed"), "reason": _reason(resp), "patch": patch,
+                                "allowed": resp.get("allowed"), "reason": _reason(resp, step), "reasons": reasons(resp),
+                                "expect": step.expect.describe(), "patch": patch,
                                 "warnings": resp.get("warnings", []), "ok": not problems, "problems": problems}).decode())
         return
     header = f"{'#':>2}  {'request':<58} {'endpoint':<8} {'result':<7} {'block / reason':<64} patch"
@@ -214,5 +235,6 @@ def _print(rows, as_json: bool) -> None:
     for i, step, status, resp, patch, problems in rows:
         result = ("ALLOWED" if resp.get("allowed") else "DENIED") if status == 200 else f"HTTP {status}"
         mark = "" if not problems else "   <-- " + "; ".join(problems)
-        print(f"{i:>2}  {_cut(step.title, 58):<58} {step.endpoint:<8} {result:<7} {_cut(_reason(resp), 64):<64} "
+        print(f"{i:>2}  {_cut(step.title, 58):<58} {step.endpoint:<8} {result:<7} {_cut(_reason(resp, step), 64):<64} "
               f"{_cut(patch, 48)}{mark}")
+        print(f"    expect {step.expect.describe()}")
