@@ -19,7 +19,7 @@ never a silent allow.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Callable
 
 from lang import ir
@@ -34,6 +34,38 @@ def gang_view(w):
     if w.kind != "Pod" or not w.min_members or w.min_members <= 1 or w.gang is None:
         return w
     return replace_workload(w, pods=w.min_members, total_gpus=w.min_members * w.gpus)
+
+
+GANG_VIEW_FIELDS = frozenset({"pods", "total_gpus"})  # what the gang view changes
+
+
+def _reads_gang_view(e) -> bool:
+    if isinstance(e, ir.Field):
+        return e.name in GANG_VIEW_FIELDS
+    if isinstance(e, tuple):
+        return any(_reads_gang_view(x) for x in e)
+    if is_dataclass(e) and not isinstance(e, type):
+        return any(_reads_gang_view(getattr(e, f.name)) for f in fields(e) if f.name != "span")
+    return False
+
+
+def split_selector(expr: ir.Expr | None) -> tuple[ir.Expr | None, ir.Expr | None]:
+    """(conjuncts the pipeline may test on the member itself, conjuncts that read `pods`/`total_gpus`).
+
+    The second part must be tested on the gang view, i.e. by the check (`make_check`'s
+    `selector`); the rest is the same in both views and stays inline (and keeps its
+    namespace key for rule indexing).
+    """
+    if expr is None:
+        return None, None
+    items = expr.items if isinstance(expr, ir.And) else (expr,)
+    own = tuple(i for i in items if _reads_gang_view(i))
+    rest = tuple(i for i in items if not _reads_gang_view(i))
+
+    def join(parts):
+        return None if not parts else parts[0] if len(parts) == 1 else ir.And(parts, expr.span)
+
+    return join(rest), join(own)
 
 
 def _planner(ctx: Context):

@@ -102,3 +102,49 @@ def test_a_dry_run_member_sees_the_domain_but_holds_nothing_more():
     d = eng.decide(request(kueue_member("g-0", "g", 8, 2), dry_run=True), snap, 100.0, mutate=True)
     assert rack_of(d.patch) == ["r1"]
     assert planner.index.reservations.get("train/g").expires_at == before  # a dry run does not keep the gang alive
+
+
+def _selector(text: str):
+    from gangs_builders import DECLS
+
+    from lang import compile_policies
+
+    policy, diags = compile_policies([("d.policy", DECLS), ("g.policy", f"gang g {{\n  for {text}\n  require min_members\n}}\n")])
+    assert policy is not None, [d.message for d in diags]
+    return policy.gangs[0].selector
+
+
+@pytest.mark.parametrize(
+    "selector, want_inline, want_own",
+    [
+        ('namespace == "train"', True, False),
+        ("total_gpus > 8", False, True),
+        ('namespace == "train" and total_gpus > 8', True, True),
+        ('namespace == "train" or pods > 2', False, True),  # one conjunct reading the gang's size
+        ('labels["a"] == "b" and gpus > 1', True, False),  # per-pod gpus are the same in both views
+    ],
+)
+def test_split_selector_leaves_only_gang_size_conjuncts_to_the_check(selector, want_inline, want_own):
+    from policy.gang import split_selector
+
+    inline, own = split_selector(_selector(selector))
+    assert (inline is not None, own is not None) == (want_inline, want_own)
+
+
+def test_a_for_over_total_gpus_given_to_the_check_sees_the_gang_view():
+    # policy/compile.py passes the selector inline today; this is the check's side of the hand-over.
+    from policy.context import Context
+    from policy.expr import compile_condition
+    from policy.gang import make_check, split_selector
+    from policy.normalize import normalize
+
+    sel = _selector('namespace == "train" and total_gpus > 8')
+    _, own = split_selector(sel)
+    policy_gang = engine().policy_set.gangs[0]
+    check = make_check(policy_gang, compile_condition(own), (None, None), {}, "enforce")
+    got = {}
+    for total in (1, 2):
+        ctx = Context(normalize(request(kueue_member("m", "g", 8, total)), None), None, 0.0, False)
+        check(ctx)
+        got[total] = ctx.blocks
+    assert got == {1: [], 2: ["gang training"]}  # 8 GPUs alone: not selected; as a gang of 16: selected
