@@ -49,7 +49,7 @@ def spoiled(obj: dict, path: tuple, value) -> dict:
     at = out
     for step in path[:-1]:
         at = at[step]
-    at[path[-1]] = value
+    at[path[-1]] = copy.deepcopy(value)  # st.just values are shared between examples
     return out
 
 
