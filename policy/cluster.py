@@ -10,6 +10,7 @@ from policy.dialects.common import EMPTY
 from policy.dialects.gangs import GroupInfo, group_family, read_group
 from policy.cluster_memory import GpuMemoryIndex
 from policy.cluster_shape import shape_problem
+from policy.ledger import ReservationLedger
 
 Callback = Callable[[str, "dict | None", "dict | None"], None]
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -61,6 +62,7 @@ class ClusterSnapshot:
         self._subscribers: list[Callback] = []
         self.resource_version = 0
         self.rejected = 0  # objects `apply` refused as malformed: a watcher skips them, this counts them
+        self.reservations = ReservationLedger()  # quota holds of admitted pods: here so they outlive a policy reload
 
     # ---- loading -------------------------------------------------------------------------
     @classmethod
@@ -125,6 +127,8 @@ class ClusterSnapshot:
             store[key] = obj
             self._index(k, key, obj, ns, group)
             new = obj
+            if k == "Pod" and self.reservations.holds and is_live(obj):
+                self.reservations.release(f"{ns}/{name}")  # the pod now carries its own charge
         self.resource_version += 1
         for cb in self._subscribers:
             cb(event, old, new)

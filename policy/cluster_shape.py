@@ -13,7 +13,7 @@ _STRING_MAPS = ("labels", "annotations")
 
 
 def _string_map(value, path: str) -> str | None:
-    if value is None:
+    if not value:  # null, {} and other empty values read as absent everywhere (`x or EMPTY`)
         return None
     if type(value) is not dict:
         return f"{path} must be a map of strings, not {_type(value)}"
@@ -41,7 +41,7 @@ def _type(value) -> str:
 
 def _field(obj: Mapping, name: str, want: type, path: str) -> str | None:
     value = obj.get(name)
-    if value is None or type(value) is want:
+    if not value or type(value) is want:  # empty values of any type read as absent (`x or EMPTY`)
         return None
     return f"{path} must be {'a string' if want is str else 'a map'}, not {_type(value)}"
 
@@ -62,11 +62,11 @@ def shape_problem(kind: str, obj: Mapping) -> str | None:
             return problem
     spec = obj.get("spec")
     if kind == "Pod":
-        if spec is not None:
+        if spec:
             problem = _field(spec, "nodeName", str, "spec.nodeName")
             if problem:
                 return problem
         status = obj.get("status")
-        if status is not None:
+        if status:
             return _field(status, "phase", str, "status.phase")
     return None

@@ -8,8 +8,10 @@ Fit rule, all in exact milli-GPU integers (docs/semantics.md has the derivation)
            - sum over the other members of what they already borrow, max(0, used_m - nominal_m)
 
 `used` is what live pods are charged (kept incrementally by `QuotaLedger`, which
-subscribes to the cluster snapshot) plus reservations the engine made for admitted
-pods the snapshot has not shown yet. Per-model and `gpu_memory` limits are hard caps.
+subscribes to the cluster snapshot) plus the holds of admitted pods the snapshot has
+not shown yet. The holds live in the snapshot's `ReservationLedger` (policy/ledger.py),
+so they survive a policy reload; each engine's ledger mirrors them by quota id.
+Per-model and `gpu_memory` limits are hard caps.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from lang import ir
 from lang.quantity import format_bytes, format_milli
 from policy.cluster import is_live
 from policy.context import Context, where
+from policy.ledger import ReservationLedger
+from policy.ledger import pod_key as pod_key  # re-exported: the key holds and charges share
 from policy.weaksub import subscribe_weakly
 
 RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod
@@ -47,12 +51,6 @@ class QuotaSpec:
     namespace: str | None = None  # the only namespace the selector can match, when it names one
 
 
-def pod_key(obj: dict) -> str:
-    """`namespace/name` of a pod, the key reservations and charges share (namespace defaults like the snapshot's)."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
-
-
 class QuotaLedger:
     """Per-quota usage kept incrementally from snapshot events, so a decision never scans pods."""
 
@@ -63,8 +61,10 @@ class QuotaLedger:
         self.memory = [0] * len(specs)  # bytes
         self.models: list[dict[str, int]] = [{} for _ in specs]
         self.pods: dict[str, tuple[Charge, ...]] = {}
-        self.reservations: dict[str, tuple[float, tuple[Charge, ...]]] = {}
-        self.next_expiry = float("inf")
+        self.index_of = {s.id: s.index for s in specs}
+        self.holds = ReservationLedger()  # private until `attach` finds the snapshot's shared one
+        self.shared = False
+        self.holds.listen(self._mirror)
         self.cohorts: dict[str, list[int]] = {}
         self.unkeyed = [s for s in specs if s.namespace is None]
         self.by_namespace: dict[str, list[QuotaSpec]] = {}
@@ -81,6 +81,14 @@ class QuotaLedger:
         for pod in snapshot.pods():
             self.on_event("ADDED", None, pod)
         subscribe_weakly(snapshot, self.on_event)
+        shared = getattr(snapshot, "reservations", None)
+        if isinstance(shared, ReservationLedger):
+            for key in list(self.holds.holds):  # none in practice: attach runs before any decision
+                self.holds.release(key)
+            self.holds, self.shared = shared, True
+            for _, holds in shared.holds.values():
+                self._mirror(holds, +1)
+            shared.listen(self._mirror)
 
     def charges_for(self, w) -> tuple[Charge, ...]:
         """What `w` is charged in each quota whose selector matches."""
@@ -108,9 +116,8 @@ class QuotaLedger:
             if charges:
                 self.pods[key] = charges
                 self._apply(charges, +1)
-            held = self.reservations.pop(key, None)  # the pod itself now carries the charge
-            if held:
-                self._apply(held[1], -1)
+            if not self.shared:  # a shared ledger is released by the snapshot itself
+                self.holds.release(key)  # the pod itself now carries the charge
 
     def _apply(self, charges: tuple[Charge, ...], sign: int) -> None:
         for qi, milli, memory, model, model_milli in charges:
@@ -120,28 +127,24 @@ class QuotaLedger:
                 per = self.models[qi]
                 per[model] = per.get(model, 0) + sign * model_milli
 
+    def _mirror(self, holds, sign: int) -> None:
+        """Listener of the reservation ledger: add or drop holds in this engine's usage (unknown quota ids skip)."""
+        index_of = self.index_of
+        for qid, milli, memory, model, model_milli in holds:
+            qi = index_of.get(qid)
+            if qi is not None:
+                self._apply(((qi, milli, memory, model, model_milli),), sign)
+
     def reserve(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> None:
         """Hold `charges` for an admitted pod until the snapshot shows it or `expires_at` passes."""
         if not charges or key in self.pods:
             return
-        old = self.reservations.pop(key, None)
-        if old:
-            self._apply(old[1], -1)
-        self.reservations[key] = (expires_at, charges)
-        self._apply(charges, +1)
-        self.next_expiry = min(self.next_expiry, expires_at)
+        specs = self.specs
+        self.holds.reserve(key, tuple((specs[qi].id, *rest) for qi, *rest in charges), expires_at)
 
     def expire(self, now: float) -> None:
-        """Drop reservations whose time has passed (cheap when none is due)."""
-        if now < self.next_expiry:
-            return
-        self.next_expiry = float("inf")
-        for key, (at, charges) in list(self.reservations.items()):
-            if at <= now:
-                del self.reservations[key]
-                self._apply(charges, -1)
-            else:
-                self.next_expiry = min(self.next_expiry, at)
+        """Drop holds whose time has passed (cheap when none is due)."""
+        self.holds.expire(now)
 
     def borrowable(self, qi: int) -> int:
         """Milli-GPU quota `qi` may take beyond its nominal right now (see module doc)."""

@@ -31,7 +31,7 @@ SHAPES = [
               "objects[1]: Pod team-a/x: spec.nodeName must be a string, not a list"),
     ShapeCase("spec a number", spoiled(pod("x"), ("spec",), 1), "objects[1]: Pod team-a/x: spec must be a map, not a number"),
     ShapeCase("status a string", spoiled(pod("x"), ("status",), "Running"), "objects[1]: Pod team-a/x: status must be a map, not a string"),
-    ShapeCase("phase a list", spoiled(pod("x", phase="Running"), ("status", "phase"), []), "objects[1]: Pod team-a/x: status.phase must be a string, not a list"),
+    ShapeCase("phase a list", spoiled(pod("x", phase="Running"), ("status", "phase"), ["Running"]), "objects[1]: Pod team-a/x: status.phase must be a string, not a list"),
     ShapeCase("labels a number", spoiled(node("n9"), ("metadata", "labels"), 1), "objects[1]: Node n9: metadata.labels must be a map of strings, not a number"),
     ShapeCase("label value a list", spoiled(node("n9"), ("metadata", "labels", "nvidia.com/gpu.product"), ["a"]),
               "objects[1]: Node n9: metadata.labels['nvidia.com/gpu.product'] must be a string, not a list"),
@@ -168,3 +168,9 @@ def test_watch_events_with_engine_indexes_attached(policy_set, events):
         # re-charge it, so a rebuild agrees only when pods alone changed.
         fresh = Engine(policy_set).state_for(ClusterSnapshot.from_objects(_stored(snap)))
         assert (state.quota.used, state.quota.memory) == (fresh.quota.used, fresh.quota.memory)
+
+
+def test_empty_values_of_any_type_read_as_absent():
+    for empty in ({}, [], 0, False, ""):
+        snap = ClusterSnapshot.from_objects([spoiled(pod("x", node="n1"), ("spec", "nodeName"), empty)])
+        assert list(snap.pods_on("n1")) == [] and snap.pod("team-a", "x") is not None
