@@ -86,7 +86,8 @@ def make_check(block: ir.Agents, identity, compile_when, compile_message, mode: 
                 return
         for matches, loc in allows:
             if matches(w, op, resource):
-                ctx.note(block_id, loc, f"{op} {resource} allowed for agents ({why})")
+                if ctx.trace is not None:  # a note is only read by --explain: do not format it otherwise
+                    ctx.note(block_id, loc, f"{op} {resource} allowed for agents ({why})")
                 return
         data = {"operation": op, "resource": resource, "user": w.user}
         text = f"{block.name}: agents are denied by default; no allow matches {op} {resource}"

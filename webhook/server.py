@@ -86,9 +86,12 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
         try:
             timeout = rv.parse_timeout(_timeout_param(request.query_string)) or state.default_timeout
             budget = timeout - margin(timeout) - (time.perf_counter() - start)
-            decision, doc, cause = await _decide(
-                review, mutate=mutate, state=state, now=now, budget=budget, executor=executor
-            )
+            if budget > 0 and state.timer.inline_ok(budget):  # the common case: no coroutine, no thread
+                decision, doc, cause = _timed_answer(review, mutate, state, now)
+            else:
+                decision, doc, cause = await _decide(
+                    review, mutate=mutate, state=state, now=now, budget=budget, executor=executor
+                )
             rv.account(
                 review, decision, endpoint=endpoint, state=state, now=now, seconds=time.perf_counter() - start, cause=cause
             )
