@@ -11,6 +11,7 @@ points at this service; entries of other services are left alone.
 from __future__ import annotations
 
 import pathlib
+import re
 
 import yaml
 
@@ -89,6 +90,9 @@ def inject_ca_bundle(path: pathlib.Path, ca_bundle: str, service: str, namespace
     return changed
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
 def run(args) -> int:
     """Issue the CA and serving certificate, then inject caBundle."""
     from webhook import certs
@@ -96,6 +100,9 @@ def run(args) -> int:
     out = pathlib.Path(args.output)
     if args.days < 1:
         raise UsageError("--days must be at least 1")
+    for flag, value in (("--service", args.service), ("--namespace", args.namespace)):
+        if not _DNS_LABEL.fullmatch(value):  # Service and namespace names are DNS-1123 labels, and end up in SANs
+            raise UsageError(f"{flag} {value!r}: not a DNS label (lowercase letters, digits and '-', at most 63)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         ca_key, ca_cert, created = _load_or_create_ca(out, args.new_ca)

@@ -45,6 +45,10 @@ def options_from(args, decision_log):
         raise UsageError("give --cluster FILE or --kubeconfig FILE (or run in a Pod for in-cluster config)")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
+    if args.max_body is not None and args.max_body < 1:
+        raise UsageError(f"--max-body {args.max_body}: give a positive number of bytes")
+    if not (0 < args.reload_interval < float("inf")):  # also refuses nan: a poll loop needs a real interval
+        raise UsageError(f"--reload-interval {args.reload_interval}: give a positive number of seconds")
     return ServeOptions(
         policy=args.policy, bundle=args.bundle, trust=tuple(args.trust), cluster=args.cluster,
         kubeconfig=args.kubeconfig, in_cluster=in_cluster and not (args.cluster or args.kubeconfig),
