@@ -37,13 +37,14 @@ def _lookup(obj: object, path: tuple[str, ...]) -> object:
 class PatchBuilder:
     """Collects JSONPatch ops for one original object; `ops()` returns them in a clean apply order."""
 
-    __slots__ = ("obj", "_ops", "_pending", "_raw")
+    __slots__ = ("obj", "_ops", "_pending", "_raw", "_by_path")
 
     def __init__(self, obj: Mapping | None):
         self.obj = obj if obj is not None else {}
         self._ops: list[dict] = []
         self._pending: dict[tuple[str, ...], dict] = {}  # missing map path -> members to add with it
         self._raw: list[dict] = []  # ready-made ops of other components (placement's affinity), on paths we never set
+        self._by_path: dict[tuple[str, ...], dict] = {}  # path -> its op in _ops, so a later set of one path wins
 
     def set(self, path: tuple[str, ...], value: object) -> bool:
         """Set the member at `path` to `value`; False (no op) when it already holds that value."""
@@ -53,6 +54,8 @@ class PatchBuilder:
             current = _MISSING
         else:
             current = container.get(path[-1], _MISSING)
+        if path in self._by_path:
+            return self._put(path, current, value)
         if current == value:
             return False
         if container is _MISSING:
@@ -65,8 +68,18 @@ class PatchBuilder:
                 node = node.setdefault(part, {})
             node[path[-1]] = value
             return True
-        op = "add" if current is _MISSING else "replace"
-        self._ops.append({"op": op, "path": pointer(path), "value": value})
+        return self._put(path, current, value)
+
+    def _put(self, path: tuple[str, ...], current: object, value: object) -> bool:
+        """Record `path := value` against the original `current`; a second set of a path replaces the first."""
+        earlier = self._by_path.pop(path, None)
+        if earlier is not None:
+            self._ops.remove(earlier)
+        if current == value:
+            return earlier is not None
+        op = {"op": "add" if current is _MISSING else "replace", "path": pointer(path), "value": value}
+        self._ops.append(op)
+        self._by_path[path] = op
         return True
 
     def set_members(self, parent: tuple[str, ...], members: dict) -> None:
@@ -76,12 +89,11 @@ class PatchBuilder:
             for key, value in members.items():
                 self.set(parent + (key,), value)
             return
-        ops = self._ops
         for key, value in members.items():
             current = container.get(key, _MISSING)
-            if current != value:
-                op = "add" if current is _MISSING else "replace"
-                ops.append({"op": op, "path": pointer(parent + (key,)), "value": value})
+            path = parent + (key,)
+            if current != value or path in self._by_path:
+                self._put(path, current, value)
 
     def extend(self, ops) -> None:
         """Append ops built elsewhere against the same original object (their paths must not overlap ours)."""
