@@ -3,13 +3,16 @@
 Each sub-command lives in its own module of this package exposing
 `add_arguments(parser)` and `run(args) -> int`; modules import their heavy
 dependencies inside `run` so `allot check` never loads aiohttp.
-Exit codes: 0 ok, 1 findings/failures, 2 usage errors, 3 denied / does not fit.
+Exit codes: 0 ok, 1 findings/failures, 2 usage errors (bad flags, missing or
+unreadable files: one line on stderr), 3 denied / does not fit, 70 an internal error
+(a bug: one line; ALLOT_TRACEBACK=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # command -> (module under webhook.cli, one-line help)
@@ -33,9 +36,8 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 with usage; keep that, no traceback
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> None:  # exit 2 with one line (the usage is one --help away), no traceback
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the command opened itself: the user's to fix, like a usage error
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"allot {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a bug: one line for the user, the traceback on request
+        if os.environ.get("ALLOT_TRACEBACK"):
+            raise
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"allot {args.command}: internal error: {type(exc).__name__}: {text} (ALLOT_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":  # pragma: no cover

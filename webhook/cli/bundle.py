@@ -6,6 +6,7 @@ reason otherwise (unsigned, tampered, signed by an untrusted key, bad format), 2
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
@@ -35,6 +36,8 @@ def _read(path: str, what: str) -> bytes:
 def _keygen(args) -> int:
     from webhook import bundle
 
+    if args.prefix.endswith(("/", os.sep)) or pathlib.Path(args.prefix).is_dir():  # would write hidden ".key"/".pub"
+        raise UsageError(f"{args.prefix}: is a directory; give a prefix such as {os.path.join(args.prefix, 'allot')}")
     try:
         key_path, pub_path = bundle.keygen(args.prefix)
     except FileExistsError as exc:

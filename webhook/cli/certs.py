@@ -93,6 +93,12 @@ def inject_ca_bundle(path: pathlib.Path, ca_bundle: str, service: str, namespace
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
+def check_dns_label(flag: str, value: str) -> None:
+    """UsageError unless `value` is a DNS-1123 label (Service and namespace names end up in SANs and URLs)."""
+    if not _DNS_LABEL.fullmatch(value):
+        raise UsageError(f"{flag} {value!r}: not a DNS label (lowercase letters, digits and '-', at most 63)")
+
+
 def run(args) -> int:
     """Issue the CA and serving certificate, then inject caBundle."""
     from webhook import certs
@@ -100,9 +106,8 @@ def run(args) -> int:
     out = pathlib.Path(args.output)
     if args.days < 1:
         raise UsageError("--days must be at least 1")
-    for flag, value in (("--service", args.service), ("--namespace", args.namespace)):
-        if not _DNS_LABEL.fullmatch(value):  # Service and namespace names are DNS-1123 labels, and end up in SANs
-            raise UsageError(f"{flag} {value!r}: not a DNS label (lowercase letters, digits and '-', at most 63)")
+    check_dns_label("--service", args.service)
+    check_dns_label("--namespace", args.namespace)
     try:
         out.mkdir(parents=True, exist_ok=True)
         ca_key, ca_cert, created = _load_or_create_ca(out, args.new_ca)

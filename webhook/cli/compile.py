@@ -154,6 +154,12 @@ def run(args) -> int:
     from lang.diagnostics import render_all
     from webhook.sources import read_policy_sources
 
+    from webhook.cli.certs import check_dns_label
+
+    check_dns_label("--service", args.service)
+    check_dns_label("--namespace", args.namespace)
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port")
     sources = read_policy_sources([args.policy])
     if not sources:
         raise UsageError(f"{args.policy}: no *.policy files")
