@@ -126,20 +126,25 @@ class Domain:
     def capacity(self, demand: Demand, per_gpu: int | None, models: tuple[str, ...], memory: dict[str, int]) -> int:
         """Exact pods of a single `demand` this domain holds now, over the given model keys."""
         total = 0
+        aggs = self.aggs
+        whole = demand.whole
+        if whole:  # the gang walk asks this of every domain it visits: attribute reads hoisted
+            i = SHAPE_INDEX.get(whole)
+            need = demand.memory
+            for key in models:
+                agg = aggs.get(key)
+                if agg is None or agg.nodes == 0 or (need and memory.get(key, 0) * whole < need):
+                    continue
+                total += agg.caps[i] if i is not None else sum((h // whole) * c for h, c in enumerate(agg.hist))
+            return total
         for key in models:
-            agg = self.aggs.get(key)
+            agg = aggs.get(key)
             if agg is None or agg.nodes == 0:
                 continue
-            if demand.whole:
-                i = SHAPE_INDEX.get(demand.whole)
-                if demand.memory and memory.get(key, 0) * demand.whole < demand.memory:
-                    continue
-                total += agg.caps[i] if i is not None else sum((h // demand.whole) * c for h, c in enumerate(agg.hist))
-            else:
-                fresh = device_fit(FULL, 0, memory.get(key, 0), demand, per_gpu)
-                total += agg.free_whole() * fresh
-                for (free, sharers, mem), count in agg.partial.items():
-                    total += count * device_fit(free, sharers, mem, demand, per_gpu)
+            fresh = device_fit(FULL, 0, memory.get(key, 0), demand, per_gpu)
+            total += agg.free_whole() * fresh
+            for (free, sharers, mem), count in agg.partial.items():
+                total += count * device_fit(free, sharers, mem, demand, per_gpu)
         return total
 
     def describe(self) -> str:

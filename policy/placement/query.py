@@ -127,8 +127,8 @@ def _walk(domain: Domain, level: int, keep):
             continue
         if d.level == level:
             yield d
-        else:
-            stack.extend(reversed(list(d.children.values())))
+        elif d.children:
+            stack.extend(reversed(d.children.values()))  # dict views reverse without a copy
 
 
 def _leaf_nodes(domain: Domain) -> list[NodeState]:
