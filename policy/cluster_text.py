@@ -11,6 +11,8 @@ import yaml
 from policy.cluster import SnapshotError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_DEPTH = 1000  # Kubernetes objects nest a few dozen levels; the JSON path (orjson) stops at 1024 too
+_SURROGATE = "text holds a lone surrogate code point (not UTF-8)"
 
 
 def _yaml_error(exc: yaml.YAMLError) -> SnapshotError:
@@ -26,17 +28,44 @@ def _documents(text: str) -> list:
     if stripped.startswith(("{", "[")):
         try:
             doc = orjson.loads(text)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as first:
             try:  # orjson's messages carry no line; json's do (error path only)
                 json.loads(text)
             except json.JSONDecodeError as exc:
                 raise SnapshotError(f"line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}") from None
-            raise SnapshotError("malformed JSON") from None
+            except RecursionError:  # json recurses per level; orjson stops at 1024 levels
+                pass
+            raise SnapshotError(f"malformed JSON: {first}") from None
+        except UnicodeEncodeError:
+            raise SnapshotError(_SURROGATE) from None
         return doc if isinstance(doc, list) else [doc]
     try:
+        _check_depth(text)
         return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.YAMLError as exc:
         raise _yaml_error(exc) from None
+    except UnicodeEncodeError:
+        raise SnapshotError(_SURROGATE) from None
+    except RecursionError:
+        raise SnapshotError("malformed YAML: nested too deeply") from None
+
+
+def _check_depth(text: str) -> None:
+    """Refuse YAML nested deeper than MAX_DEPTH: libyaml's C composer recurses per level and crashes the process (~20k)."""
+    # Each level needs a '[' or '{', or one more column of indentation (or "- ") on a line: cheap bounds first.
+    flow = text.count("[") + text.count("{") - text.count("[]") - text.count("{}")
+    if flow + max(map(len, text.splitlines()), default=0) < MAX_DEPTH:
+        return
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):  # events come from libyaml's own heap stack: no recursion
+        cls = event.__class__
+        if cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise SnapshotError(f"line {mark.line + 1}, column {mark.column + 1}: malformed YAML: nested deeper than {MAX_DEPTH} levels")
+        elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+            depth -= 1
 
 
 def flatten(obj, where: str, kind: str | None, path: tuple) -> Iterator[tuple[str, tuple, object, str | None]]:

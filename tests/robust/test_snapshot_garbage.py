@@ -174,3 +174,16 @@ def test_empty_values_of_any_type_read_as_absent():
     for empty in ({}, [], 0, False, ""):
         snap = ClusterSnapshot.from_objects([spoiled(pod("x", node="n1"), ("spec", "nodeName"), empty)])
         assert list(snap.pods_on("n1")) == [] and snap.pod("team-a", "x") is not None
+
+
+@pytest.mark.parametrize("text,want", [
+    ("a: " + "[" * 60000, "nested deeper than 1000 levels"),  # libyaml's C composer would crash the process
+    ("a:\n" + "- " * 60000 + "x", "nested deeper than 1000 levels"),
+    ("[" * 100000, "malformed JSON: depth limit exceeded"),
+    ('{"a":' * 5000, "malformed JSON"),
+    ("\ud800", "lone surrogate"),
+])
+def test_pathological_text_is_a_located_error(text, want):
+    with pytest.raises(SnapshotError) as exc:
+        ClusterSnapshot.from_text(text)
+    assert want in str(exc.value) and "\n" not in str(exc.value)

@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:  # a YAML/JSON input nested thousands deep: the parsers recurse per level
+        print(f"allot {args.command}: error: an input is nested too deeply to read", file=sys.stderr)
+        return 2
     except OSError as exc:  # a path the command opened itself: the user's to fix, like a usage error
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"allot {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
