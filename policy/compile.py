@@ -122,7 +122,10 @@ def compile_gangs(c: Compiled) -> None:
     """Gang blocks with their topology requirements' `when` closures."""
     for g in c.policy.gangs:
         whens = tuple(c.cond(t.when) for t in g.topology)
-        _add(c, "gang", g.selector, gang.make_check(g, None, whens, c.levels.label, c.modes[g.id]), GANG_GUARD)
+        # Conjuncts of `for` that read pods/total_gpus must see the gang view, so the check tests them.
+        inline, own = gang.split_selector(g.selector)
+        own_cond = c.cond(own) if own is not None else None
+        _add(c, "gang", inline, gang.make_check(g, own_cond, whens, c.levels.label, c.modes[g.id]), GANG_GUARD)
 
 
 def compile_rules(c: Compiled) -> None:

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from webhook.state import PolicyStatus
+from webhook.state import PolicyStatus, warm_engine
 
 log = logging.getLogger("allot.reload")
 
@@ -138,9 +138,7 @@ class PolicyReloader:
                                  "last_error_at": prev.last_error_at})
         # Build the new engine's indexes over the snapshot here, on the loop thread (the only
         # thread that changes the snapshot), so the first request after the swap does not pay.
-        warm = getattr(engine, "state_for", None)
-        if warm is not None and self.state.snapshot is not None:
-            warm(self.state.snapshot)
+        warm_engine(engine, self.state.snapshot)
         self.state.swap_engine(engine, status)
         self.state.metrics.reloads.labels("ok").inc()
         log.info("policy set generation %d loaded from %s (%s)", status.generation, status.source, status.digest)

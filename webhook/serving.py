@@ -20,7 +20,7 @@ from aiohttp import web
 from webhook import certs, server, tls
 from webhook.decisionlog import DecisionLog
 from webhook.reload import PolicyReloader, PolicySource
-from webhook.state import DEFAULT_MAX_BODY, State
+from webhook.state import DEFAULT_MAX_BODY, State, warm_engine
 
 log = logging.getLogger("allot.serve")
 
@@ -159,18 +159,8 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
     except (OSError, Exception) as exc:  # noqa: BLE001 - bad files or a key that does not match
         raise StartError(f"cannot load TLS certificate {cert} / key {key}: {exc}") from None
     tasks.append(lambda: reloading.watch(o.tls_interval))
-    _warm(state)
+    warm_engine(state.engine, state.snapshot)
     return state, tasks, reloading, ca_path
-
-
-def _warm(state: State) -> None:
-    """Build the engine's indexes over the snapshot now, not inside the first admission request."""
-    engine = state.engine
-    # `warm` also builds the placement index when a block needs it (gangs, per_gpu): tens of
-    # milliseconds that would otherwise land on the first GPU request's latency.
-    warm = getattr(engine, "warm", None) or getattr(engine, "state_for", None)
-    if warm is not None and state.snapshot is not None:
-        warm(state.snapshot)
 
 
 async def start(o: ServeOptions) -> Running:
