@@ -17,7 +17,7 @@ def where(span: Span) -> str:
 class Context:
     """One decision in progress: the subject, the inputs, and what blocks found so far."""
 
-    __slots__ = ("w", "snapshot", "now", "mutate", "reasons", "blocks", "_patch", "trace", "reserve", "state", "placement", "may_reserve")
+    __slots__ = ("w", "snapshot", "now", "mutate", "reasons", "blocks", "_patch", "trace", "reserve", "state", "placement", "may_reserve", "gang")
 
     def __init__(self, w, snapshot, now: float, mutate: bool, explain: bool = False, state=None):
         self.w = w
@@ -32,6 +32,7 @@ class Context:
         self.reserve: list = []  # (ledger, charge) to commit when the request is admitted
         self.placement = None  # policy.decision.Placement of a gang member that fits
         self.may_reserve = True  # False for offline decisions: placement holds nothing
+        self.gang = None  # policy.gang.Proposed: a gang domain to hold and pin to once the request is admitted
 
     @property
     def patch(self) -> PatchBuilder:

@@ -17,6 +17,7 @@ from policy.agents import is_marked_agent
 from policy.compile import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
+from policy.gang import settle
 from policy.normalize import normalize, normalize_object
 from policy.quota import RESERVATION_TTL, QuotaLedger
 from policy.weaksub import subscribe_weakly
@@ -138,6 +139,9 @@ class Engine:
         if w.problems and w.operation in ("CREATE", "UPDATE"):
             self._problems(ctx)
         self._by_namespace.get(w.namespace, self._unkeyed)(ctx)
+        if ctx.gang is not None:  # a gang domain is held (and the member pinned) only once admitted
+            allowed = not any(r.mode == "enforce" for r in ctx.reasons)
+            settle(ctx, allowed, hold=reserve and not w.dry_run)
         decision = combine(ctx)
         if reserve and decision.allowed and ctx.reserve and not ctx.mutate and not w.dry_run:
             commit_reservations(ctx)

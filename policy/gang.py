@@ -7,10 +7,12 @@ member of a big gang, not only for its group object. Everywhere else (quota, rul
 a Pod stays one pod.
 
 A required topology asks the embedded placement evaluator (`policy/placement/`) for
-ONE domain of that level that holds the whole gang now. When it fits, the domain is
-reserved (not for dryRun or offline decisions) and, on the mutating side, a Pod
-member gets required node affinity to it plus the `allot.dev/reservation`
-annotation. Once a gang is placed (by its group object or its first member), every
+ONE domain of that level that holds the whole gang now. The check only proposes:
+`settle` (called by the engine after every block ran) holds the domain when the
+request is admitted (not for dryRun or offline decisions) and, on the mutating
+side, gives a Pod member required node affinity to it plus the
+`allot.dev/reservation` annotation; a request a later block denies holds nothing
+and is not patched. Once a gang is placed (by its group object or its first member), every
 later member gets the SAME domain whatever its own conditions say, until the
 reservation expires (then it is planned afresh). When the evaluator is not available
 (`place_gang` returns None) the block reports `PlacementNotEvaluated` as a warning —
@@ -19,13 +21,15 @@ never a silent allow.
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
-from policy.placement import affinity_patch, gang_key, place_member
+from policy.placement import affinity_patch, gang_key
+from policy.placement.member import gang_request
 from policy.placement.reservations import RESERVATION_ANNOTATION
+from policy.placement.result import PlacementResult
 from policy.subject import replace_workload
 
 
@@ -72,34 +76,58 @@ def _planner(ctx: Context):
     return ctx.state.planner() if ctx.state is not None else None
 
 
-def place_gang(ctx: Context, topology: str, level: str, label: str):
-    """Ask the placement evaluator for one domain of `level` holding the gang (None: evaluator unavailable)."""
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    """A fitting gang domain chosen by the checks; `settle` holds it and pins the member only if admitted."""
+
+    planner: object
+    key: str
+    result: PlacementResult
+
+
+def place_gang(ctx: Context, topology: str, level: str, label: str) -> PlacementResult | None:
+    """Ask the placement evaluator for one domain of `level` holding the gang, holding nothing (None: evaluator unavailable)."""
     planner = _planner(ctx)
     if planner is None:
         return None
     w = ctx.w
-    if not ctx.may_reserve and not w.dry_run:
-        w = replace(w, dry_run=True)  # offline decisions hold nothing
-    return place_member(planner, w, topology, level, ctx.now)
+    return planner.propose(gang_key(w), gang_request(w, topology, level), ctx.now)
 
 
-def remembered(ctx: Context):
-    """The domain already chosen for this request's gang (by its group object or an earlier member), else None."""
+def remembered(ctx: Context) -> PlacementResult | None:
+    """The domain already chosen for this request's gang (by this request, its group object or an earlier member), else None."""
+    if ctx.gang is not None:
+        return ctx.gang.result
     planner = _planner(ctx)
     if planner is None or not (ctx.w.gang or ctx.w.name):
         return None
     return planner.recall(gang_key(ctx.w), ctx.now)
 
 
-def _record_fit(ctx: Context, m) -> None:
-    """Keep the Placement; on the mutating side pin a Pod member to the domain."""
-    ctx.placement = m.placement
-    w, result = ctx.w, m.result
+def settle(ctx: Context, allowed: bool, hold: bool) -> None:
+    """After every block: hold the proposed domain (when `hold`) and pin a Pod member to it, only if `allowed`.
+
+    A denied request keeps its Placement (where it would go, no reservation) for the
+    record, but holds nothing and gets no patch.
+    """
+    proposed = ctx.gang
+    if proposed is None:
+        return
+    result = proposed.result
+    if not allowed:
+        ctx.placement = result.to_placement(None)
+        return
+    reservation = None
+    if hold:
+        proposed.planner.hold(proposed.key, result, ctx.now)
+        reservation = proposed.key
+    ctx.placement = result.to_placement(reservation)
+    w = ctx.w
     if not ctx.mutate or w.kind != "Pod" or w.obj is None or result.label is None or result.domain is None:
         return
     ctx.patch.extend(affinity_patch(w.obj, result.label, result.domain, ancestors=tuple(result.path[:-1])))
-    if m.placement is not None and m.placement.reservation:
-        ctx.patch.set(("metadata", "annotations", RESERVATION_ANNOTATION), m.placement.reservation)
+    if reservation:
+        ctx.patch.set(("metadata", "annotations", RESERVATION_ANNOTATION), reservation)
 
 
 def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> Callable[[Context], None]:
@@ -127,8 +155,8 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
                 ctx.note(block, location, f"gang {w.gang} declares min_members {w.min_members}")
         if requirements:
             known = remembered(ctx)
-            if known is not None:  # the gang is placed: this member goes where its gang went
-                _place(ctx, known.topology or "", known.level or "", known.label or "", location, pinned=True)
+            if known is not None:  # the gang is placed: this member goes where its gang went (a dict look-up)
+                _fit(ctx, known, location, "placed earlier; this member joins it")
                 return
         chosen = None
         for req, when in requirements:  # the last matching requirement in source order wins
@@ -139,19 +167,23 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         label = labels.get((chosen.topology, chosen.level), "")
         _place(ctx, chosen.topology, chosen.level, label, where(chosen.span))
 
-    def _place(ctx: Context, topology: str, level: str, label: str, loc: str, pinned: bool = False) -> None:
+    def _fit(ctx: Context, result: PlacementResult, loc: str, why: str) -> None:
+        if ctx.gang is None:
+            ctx.gang = Proposed(_planner(ctx), gang_key(ctx.w), result)
+        ctx.note(block, loc, f"{why}: {result.reason}")
+
+    def _place(ctx: Context, topology: str, level: str, label: str, loc: str) -> None:
         w = ctx.w
         result = place_gang(ctx, topology, level, label)
-        data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
         if result is None:
+            data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
             text = f"{g.name}: placement not evaluated: topology {topology}.{level} is required but no placement evaluator is available"
             ctx.find("PlacementNotEvaluated", block, loc, text, "audit" if mode == "audit" else "warn", data)
             return
         if result.fits:
-            _record_fit(ctx, result)
-            why = "placed earlier; this member joins it" if pinned else "gang fits"
-            ctx.note(block, loc, f"{why}: {result.reason}")
+            _fit(ctx, result, loc, "gang fits")
             return
+        data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
         on = mode if g.on_unplaceable == "deny" else ("audit" if mode == "audit" else "warn")
         ctx.find("GangUnplaceable", block, loc, f"{g.name}: {result.reason}", on, data)
 

@@ -99,18 +99,27 @@ class GangPlanner:
         self._forget: list[tuple[float, str]] = []  # heap of (forget after, key); stale entries skipped
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
-        """The gang's placement: the remembered one, or a new query (reserved under `key` unless dry-run)."""
-        hit = self.recall(key, now)
-        if hit is not None:
-            if not dry_run:  # members still arriving: remember and hold a while longer
-                self._remember(key, hit, now)
-                self.index.reservations.extend(key, now + self.ttl)
-            return hit
-        result = self.index.query(gang)
+        """The gang's placement: the remembered one, or a new query (held under `key` unless dry-run)."""
+        result = self.propose(key, gang, now)
         if result.fits and not dry_run:
-            self.index.reserve(key, result, now + self.ttl)
-            self._remember(key, result, now)
+            self.hold(key, result, now)
         return result
+
+    def propose(self, key: str, gang: GangRequest, now: float) -> PlacementResult:
+        """The remembered placement of gang `key`, else a fresh query; holds nothing (the engine holds once admitted)."""
+        hit = self.recall(key, now)
+        return hit if hit is not None else self.index.query(gang)
+
+    def hold(self, key: str, result: PlacementResult, now: float) -> None:
+        """Hold a fitting `result` for gang `key`: a remembered one is held a while longer, a new one is reserved."""
+        if not result.fits:
+            return
+        known = self._chosen.get(key)
+        if known is not None and known[0] is result:  # members still arriving: the gang is alive
+            self.index.reservations.extend(key, now + self.ttl)
+        else:
+            self.index.reserve(key, result, now + self.ttl)
+        self._remember(key, result, now)
 
     def recall(self, key: str, now: float) -> PlacementResult | None:
         """The domain chosen for gang `key` if it is still remembered at `now` (expired ones are forgotten first)."""
