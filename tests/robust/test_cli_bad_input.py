@@ -75,6 +75,7 @@ CASES = [
     Case("eval cluster with a bad field", ["eval", "--policy", POLICIES, "--cluster", "{d}/pod-garbage.yaml", "{d}/pod-garbage.yaml"], 2,
          "spec.nodeName must be a string"),
     Case("eval --now not a number", ["eval", "--policy", POLICIES, "--now", "soon", "x"], 2, "invalid float value"),
+    Case("eval --now nan", ["eval", "--policy", POLICIES, "--now", "nan", "{d}/pod-garbage.yaml"], 2, "finite number"),
     Case("eval bad --operation", ["eval", "--policy", POLICIES, "--operation", "PATCH", "x"], 2, "invalid choice"),
     # place
     Case("place missing cluster", ["place", "--cluster", "{d}/missing.yaml", "{d}/bad.yaml"], 2, "no such cluster-state file"),

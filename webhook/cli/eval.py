@@ -106,12 +106,16 @@ def build_request(doc: dict, *, user: str, groups, operation: str) -> dict:
 
 def run(args) -> int:
     """Decide and print; exit 0 allowed, 3 denied, 1 policy errors."""
+    import math
     import time
 
     from policy.admission import respond
     from policy.engine import Engine
+    from webhook.cli import UsageError
 
     doc = read_document(args.request)
+    if args.now is not None and not math.isfinite(args.now):  # nan/inf would make every expiry comparison false
+        raise UsageError(f"--now {args.now}: give a finite number of Unix seconds")
     groups = tuple(args.group) if args.group else default_groups(args.user)
     request = build_request(doc, user=args.user, groups=groups, operation=args.operation)
     policy_set = load_policy(args.policy)
