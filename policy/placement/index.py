@@ -62,6 +62,7 @@ class PlacementIndex(Reservations):
         self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
         self._pending: dict[str, Demand | None] = {}  # live unbound pod -> its demand, read once
         self._demand = demand
+        self.version = 0  # bumped by every change a query could read: equal versions, equal answers
 
     # ---- building ----------------------------------------------------------------------
     @classmethod
@@ -79,6 +80,7 @@ class PlacementIndex(Reservations):
         """Bulk-load an empty index: node specs and pod usage first, then aggregates and buckets in one pass."""
         if self.nodes:
             raise ValueError("load() fills an empty index; use apply_node/apply_pod for changes")
+        self.version += 1
         for node in nodes:
             spec = read_node(node, self.topologies, self.gpu_models, self.tolerated)
             if spec.gpus <= 0 or spec.name in self.nodes:
@@ -145,6 +147,7 @@ class PlacementIndex(Reservations):
             self._set_spec(state, spec)
 
     def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
+        self.version += 1
         old = state.spec
         before = state.contribution()
         if old is not None and old.gpus > 0:
@@ -197,6 +200,7 @@ class PlacementIndex(Reservations):
 
     def _mutate(self, state: NodeState, change: Callable[[], object]) -> object:
         """Run `change` on the node and push the difference into its domains (O(depth))."""
+        self.version += 1
         before = state.contribution()
         out = change()
         after = state.contribution()
@@ -241,6 +245,7 @@ class PlacementIndex(Reservations):
         rid = annotations.get(RESERVATION_ANNOTATION) if annotations and isinstance(annotations, Mapping) else None
         if isinstance(rid, str) and rid:
             self._consume(rid, node_name, demand)
+        self.version += 1
         before = state.contribution()  # _mutate, inlined on the hottest path
         state.add(key, demand)
         after = state.contribution()
