@@ -9,7 +9,6 @@ from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-ANSWERS_LIMIT = 1024  # remembered query answers per index version (cleared beyond)
 
 
 def _escape(token: str) -> str:
@@ -98,10 +97,6 @@ class GangPlanner:
         self.ttl = ttl
         self._chosen: dict[str, tuple[PlacementResult, float]] = {}  # key -> (result, forget after)
         self._forget: list[tuple[float, str]] = []  # heap of (forget after, key); stale entries skipped
-        # Answers of the index's current version: (key, gang) -> result. A query is a pure function of
-        # the index and the gang, so members of a gang not yet held (dryRun, denied, offline) re-use it.
-        self._answers: dict[tuple[str, GangRequest], PlacementResult] = {}
-        self._answers_at = -1  # index version the answers are for
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
         """The gang's placement: the remembered one, or a new query (held under `key` unless dry-run)."""
@@ -113,20 +108,7 @@ class GangPlanner:
     def propose(self, key: str, gang: GangRequest, now: float) -> PlacementResult:
         """The remembered placement of gang `key`, else a fresh query; holds nothing (the engine holds once admitted)."""
         hit = self.recall(key, now)
-        if hit is not None:
-            return hit
-        index = self.index
-        if index.version != self._answers_at or len(self._answers) >= ANSWERS_LIMIT:
-            self._answers.clear()
-            self._answers_at = index.version
-        try:
-            memo_key = (key, gang)
-            result = self._answers.get(memo_key)
-        except TypeError:  # unhashable tolerations (odd values): just ask
-            return index.query(gang)
-        if result is None:
-            result = self._answers[memo_key] = index.query(gang)
-        return result
+        return hit if hit is not None else self.index.query(gang)  # the index re-uses answers while unchanged
 
     def hold(self, key: str, result: PlacementResult, now: float) -> None:
         """Hold a fitting `result` for gang `key`: a remembered one is held a while longer, a new one is reserved."""

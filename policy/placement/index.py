@@ -17,6 +17,7 @@ from policy.placement.result import GangRequest, PlacementReason, PlacementResul
 from policy.subject import PodSet
 
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
+ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
 
 
 def _kind(obj: Mapping) -> str | None:
@@ -63,6 +64,10 @@ class PlacementIndex(Reservations):
         self._pending: dict[str, Demand | None] = {}  # live unbound pod -> its demand, read once
         self._demand = demand
         self.version = 0  # bumped by every change a query could read: equal versions, equal answers
+        # Answers at `_answers_at`: (kind, gang) -> answer. A query is a pure function of the index and the
+        # gang, so members of a gang not yet held (dryRun, denied, offline) and repeated share checks re-use it.
+        self._answers: dict[tuple[str, GangRequest], object] = {}
+        self._answers_at = -1
 
     # ---- building ----------------------------------------------------------------------
     @classmethod
@@ -286,11 +291,25 @@ class PlacementIndex(Reservations):
 
     def query(self, gang: GangRequest) -> PlacementResult:
         """Where the whole gang fits now (reservations held by others count as used)."""
-        return search(self, gang)
+        return self._answer("query", gang, search)
 
     def fits(self, gang: GangRequest) -> bool:
         """`query(gang).fits`, without building the placement (for checks that need only yes or no)."""
-        return fits(self, gang)
+        return self._answer("fits", gang, fits)
+
+    def _answer(self, kind: str, gang: GangRequest, ask: Callable):
+        """`ask(self, gang)`, re-used while `version` is unchanged (answers are immutable)."""
+        answers = self._answers
+        if self._answers_at != self.version or len(answers) >= ANSWERS_LIMIT:
+            answers.clear()
+            self._answers_at = self.version
+        try:
+            hit = answers.get((kind, gang))
+        except TypeError:  # an unhashable toleration value: just ask
+            return ask(self, gang)
+        if hit is None:
+            hit = answers[(kind, gang)] = ask(self, gang)
+        return hit
 
     # ---- accessors for tests and tools -------------------------------------------------
     def free_gpus(self, node: str) -> int:
