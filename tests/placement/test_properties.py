@@ -17,6 +17,7 @@ from placement_builders import BLOCK, H100, HOST, L4, MODELS, RACK, node, pod
 from policy.placement import GangRequest, PlacementIndex
 from policy.placement.aggregates import SHAPES
 from policy.placement.devices import FULL, Demand
+from policy.placement.query import fits, search
 from policy.subject import PodSet
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
@@ -222,6 +223,13 @@ OPS = st.lists(
 )
 
 
+PROBES = (
+    GangRequest((PodSet("p", 2, 1000),), topology="t", required="rack"),
+    GangRequest((PodSet("p", 3, 2000),), topology="t", required="block"),
+    GangRequest((PodSet("p", 4, 250, fraction=250),), topology="t", required="host"),
+)
+
+
 def _from_scratch(topologies, nodes: dict, pods: dict, idx: PlacementIndex) -> PlacementIndex:
     fresh = PlacementIndex(topologies, MODELS)
     fresh.load(nodes.values(), pods.values())
@@ -284,6 +292,9 @@ def test_reserve_bind_release_expire_match_recomputation(cluster, ops):
             nodes[name] = n
             idx.apply_node("MODIFIED", n)
         check_aggregates(idx)
+        for probe in PROBES:  # answers re-used per index version equal a fresh search after every op
+            assert idx.query(probe) == search(idx, probe), (op, probe)
+            assert idx.fits(probe) is fits(idx, probe), (op, probe)
     fresh = _from_scratch(topologies, nodes, pods, idx)
     check_aggregates(fresh)
     for name in names:
