@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Mapping
 
 _STRING_MAPS = ("labels", "annotations")
+_STR_ONLY = frozenset({str})
 
 
 def _string_map(value, path: str) -> str | None:
@@ -17,6 +18,8 @@ def _string_map(value, path: str) -> str | None:
         return None
     if type(value) is not dict:
         return f"{path} must be a map of strings, not {_type(value)}"
+    if _STR_ONLY.issuperset(map(type, value.values())) and _STR_ONLY.issuperset(map(type, value)):
+        return None  # the common case, without a Python-level loop (bulk loads check millions of labels)
     for k, v in value.items():
         if type(k) is not str or type(v) is not str:
             return f"{path}[{k!r}] must be a string, not {_type(v)}" if type(k) is str else f"{path} has a non-string key"
