@@ -107,7 +107,7 @@ class ClusterSnapshot:
         try:
             k, obj, ns, name = self._checked(event, obj, kind)
             store, key = self._store_for(k, obj.get("apiVersion") or "", ns, name)
-            group = self._read_group(key, obj, ns) if event != "DELETED" else None
+            group = self._read_group(key, obj, ns) if event != "DELETED" and store is self._group_objs else None
         except SnapshotError:
             self.rejected += 1
             raise
@@ -147,11 +147,11 @@ class ClusterSnapshot:
         meta = obj.get("metadata")
         if type(k) is not str or not k:
             raise SnapshotError("object has no kind" if not k else "kind must be a string")
-        if type(meta) is not dict or type(meta.get("name")) is not str or not meta.get("name"):
+        name = meta.get("name") if type(meta) is dict else None
+        if type(name) is not str or not name:
             raise SnapshotError(f"{k} has no metadata.name")
         if obj.get("kind") != k:
             obj = {**obj, "kind": k}  # items of typed lists omit kind; keep it for subscribers
-        name = meta["name"]
         ns = None if k in CLUSTER_SCOPED else (meta.get("namespace") or "default")
         if ns is not None and type(ns) is not str:
             raise SnapshotError(f"{k} {name}: metadata.namespace must be a string")
@@ -165,8 +165,6 @@ class ClusterSnapshot:
 
     def _read_group(self, key, obj: dict, ns: str | None) -> GroupInfo | None:
         """The gang object's reading, taken before any index changes so a failure leaves them whole."""
-        if type(key) is not tuple or len(key) != 3 or key[0] not in _FAMILIES:
-            return None
         from policy.demand import pod_demand  # cycle-free: demand imports dialects only
 
         try:
