@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from policy.cluster import SnapshotError
+
 log = logging.getLogger("allot.watch")
 GONE = 410
 WATCH_SECONDS = 300  # server-side watch timeout; we reconnect from the last resourceVersion
@@ -124,7 +126,11 @@ class ClusterWatcher:
                 snap.apply("DELETED", old)
                 del known[key]
         for key, obj in fresh.items():
-            snap.apply("MODIFIED" if key in known else "ADDED", obj)
+            try:
+                snap.apply("MODIFIED" if key in known else "ADDED", obj)
+            except SnapshotError as exc:  # one malformed object must not leave the kind unsynced (skipped, counted)
+                log.warning("%s list item %s/%s not applied: %s", rid, *key, exc)
+                continue
             known[key] = obj
         self._mark(rid, synced=True, resource_version=rv, error=None)
 
