@@ -15,7 +15,7 @@ side, gives a Pod member required node affinity to it plus the
 and is not patched. Once a gang is placed (by its group object or its first member), every
 later member gets the SAME domain whatever its own conditions say, until the
 reservation expires (then it is planned afresh). When the evaluator is not available
-(`place_gang` returns None) the block reports `PlacementNotEvaluated` as a warning —
+(no cluster state, no planner) the block reports `PlacementNotEvaluated` as a warning —
 never a silent allow.
 """
 
@@ -29,7 +29,7 @@ from policy.context import Context, where
 from policy.placement import affinity_patch, gang_key
 from policy.placement.member import gang_request
 from policy.placement.reservations import RESERVATION_ANNOTATION
-from policy.placement.result import PlacementResult
+from policy.placement.result import GangRequest, PlacementResult
 from policy.subject import replace_workload
 
 
@@ -83,15 +83,9 @@ class Proposed:
     planner: object
     key: str
     result: PlacementResult
-
-
-def place_gang(ctx: Context, topology: str, level: str, label: str) -> PlacementResult | None:
-    """Ask the placement evaluator for one domain of `level` holding the gang, holding nothing (None: evaluator unavailable)."""
-    planner = _planner(ctx)
-    if planner is None:
-        return None
-    w = ctx.w
-    return planner.propose(gang_key(w), gang_request(w, topology, level), ctx.now)
+    gang: GangRequest | None = None  # the query, when `result` was planned here (None: recalled)
+    version: int = -1  # the index version `result` was planned at
+    unfit: Callable[[Context, PlacementResult], None] | None = None  # reports a re-plan that no longer fits
 
 
 def remembered(ctx: Context) -> PlacementResult | None:
@@ -119,7 +113,16 @@ def settle(ctx: Context, allowed: bool, hold: bool) -> None:
         return
     reservation = None
     if hold:
-        proposed.planner.hold(proposed.key, result, ctx.now)
+        planner = proposed.planner
+        if proposed.gang is not None and planner.index.version != proposed.version:
+            # Another decision changed the index since the check (worker threads): ask again before holding.
+            result = planner.propose(proposed.key, proposed.gang, ctx.now)
+            if not result.fits:
+                ctx.placement = None
+                if proposed.unfit is not None:
+                    proposed.unfit(ctx, result)
+                return
+        planner.hold(proposed.key, result, ctx.now)
         reservation = proposed.key
     ctx.placement = result.to_placement(reservation)
     w = ctx.w
@@ -167,25 +170,29 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         label = labels.get((chosen.topology, chosen.level), "")
         _place(ctx, chosen.topology, chosen.level, label, where(chosen.span))
 
-    def _fit(ctx: Context, result: PlacementResult, loc: str, why: str) -> None:
+    def _fit(ctx: Context, result: PlacementResult, loc: str, why: str, proposed: Proposed | None = None) -> None:
         if ctx.gang is None:
-            ctx.gang = Proposed(_planner(ctx), gang_key(ctx.w), result)
+            ctx.gang = proposed or Proposed(_planner(ctx), gang_key(ctx.w), result)
         ctx.note(block, loc, f"{why}: {result.reason}")
 
     def _place(ctx: Context, topology: str, level: str, label: str, loc: str) -> None:
-        w = ctx.w
-        result = place_gang(ctx, topology, level, label)
-        if result is None:
-            data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
+        w, planner = ctx.w, _planner(ctx)
+        data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
+        if planner is None:
             text = f"{g.name}: placement not evaluated: topology {topology}.{level} is required but no placement evaluator is available"
             ctx.find("PlacementNotEvaluated", block, loc, text, "audit" if mode == "audit" else "warn", data)
             return
-        if result.fits:
-            _fit(ctx, result, loc, "gang fits")
-            return
-        data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
+        key, request = gang_key(w), gang_request(w, topology, level)
+        result = planner.propose(key, request, ctx.now)  # holds nothing: `settle` holds once admitted
         on = mode if g.on_unplaceable == "deny" else ("audit" if mode == "audit" else "warn")
-        ctx.find("GangUnplaceable", block, loc, f"{g.name}: {result.reason}", on, data)
+
+        def unfit(ctx: Context, result: PlacementResult) -> None:
+            ctx.find("GangUnplaceable", block, loc, f"{g.name}: {result.reason}", on, data)
+
+        if result.fits:
+            _fit(ctx, result, loc, "gang fits", Proposed(planner, key, result, request, planner.index.version, unfit))
+        else:
+            unfit(ctx, result)
 
     return check
 

@@ -9,7 +9,10 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "gangs"))  # the gang tests' builders
-from gangs_builders import CONTRACT_GANG, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
+from gangs_builders import CONTRACT_GANG, H100, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
+
+from policy.placement import GangRequest  # noqa: E402
+from policy.subject import PodSet  # noqa: E402
 
 from policy.placement.reservations import RESERVATION_ANNOTATION  # noqa: E402
 
@@ -97,3 +100,42 @@ def test_a_denied_member_of_a_placed_gang_does_not_extend_its_hold():
     assert resv.expires_at == 300.0  # a denied member does not keep its gang alive
     ok = eng.decide(request(kueue_member("m-1", "g", 8, 2)), snap, 250.0, mutate=True)
     assert ok.allowed and rack_of(ok.patch) == ["r1"] and resv.expires_at == 550.0
+
+
+def _checked(eng, snap, obj, now: float):
+    """A Context after every block ran, before the engine settles it (what a worker thread holds mid-decision)."""
+    from policy.context import Context
+    from policy.normalize import normalize
+
+    w = eng.enrich(normalize(request(obj), snap))
+    ctx = Context(w, snap, now, True, state=eng.state_for(snap))
+    eng._by_namespace.get(w.namespace, eng._unkeyed)(ctx)
+    return ctx
+
+
+@pytest.mark.parametrize(
+    "taker, want_rack, want_codes",
+    [
+        (None, "r1", ()),  # nothing happened in between: the checked domain is held
+        ((2, 8, "rack"), "r2", ()),  # another gang took r1 meanwhile: asked again, pinned and held in r2
+        ((5, 8, "block"), None, ("GangUnplaceable",)),  # the whole fabric went meanwhile: reported, nothing held or pinned
+    ],
+)
+def test_settle_asks_again_when_the_index_changed_since_the_check(taker, want_rack, want_codes):
+    from policy.engine import combine
+    from policy.gang import settle
+
+    eng, snap = engine(CONTRACT_GANG + QUOTAS), cluster(*NODES)
+    ctx = _checked(eng, snap, kueue_member("m-0", "g", 8, 2), 0.0)
+    assert ctx.gang is not None and ctx.gang.result.domain == "r1"
+    planner = eng.state_for(snap).planner()
+    if taker is not None:  # a concurrent decision holds capacity between this one's check and settle
+        count, gpus, level = taker
+        other = GangRequest((PodSet("o", count, gpus * 1000, gpu_product=H100),), topology="fabric", required=level)
+        assert planner.plan("train/other", other, 0.0).fits
+    settle(ctx, allowed=True, hold=True)
+    d = combine(ctx)
+    assert tuple(r.code for r in d.reasons) == want_codes
+    assert rack_of(d.patch) == ([want_rack] if want_rack else None)
+    assert ("train/g" in _held(eng, snap)) is (want_rack is not None)
+    assert (d.placement.value if d.placement else None) == want_rack
