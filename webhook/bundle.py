@@ -207,7 +207,11 @@ def verify_bytes(data: bytes, trusted_pub_keys: list[bytes]) -> VerifiedBundle:
         if key is None or s["alg"] != "ed25519":
             continue
         try:
-            key.verify(base64.b64decode(s["sig"], validate=True), message)
+            sig = base64.b64decode(s["sig"], validate=True)
+            # Only the canonical encoding counts: unused padding bits must not let a changed byte verify.
+            if base64.b64encode(sig).decode("ascii") != s["sig"]:
+                raise ValueError("non-canonical base64")
+            key.verify(sig, message)
         except (InvalidSignature, binascii.Error, ValueError):
             raise BundleError(TAMPERED, f"the signature of trusted key {s['keyid']} does not verify") from None
         good.append(s["keyid"])

@@ -1,5 +1,7 @@
 """Signed bundles: round trip, tamper detection, wrong key, missing signature, canonical form, CLI exit codes."""
 
+import base64
+import json
 import os
 import stat
 
@@ -175,3 +177,18 @@ def test_cli_usage_errors_exit_2_without_traceback(tmp_path, capsys, argv, monke
     (tmp_path / "BUNDLE").write_bytes(bundle.encode_bundle(SOURCES))
     assert exit_code(argv) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_signature_with_other_padding_bits_is_refused(signed_once):
+    """Base64 with '==' carries 4 unused bits in its last character: a bundle changed there must not verify."""
+    good, pub = signed_once
+    doc = json.loads(good)
+    sig = doc["signatures"][0]["sig"]
+    assert sig.endswith("==")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = alphabet.index(sig[-3])
+    twin = alphabet[last ^ 1]  # differs only in a padding bit: decodes to the same signature bytes
+    assert base64.b64decode(sig[:-3] + twin + "==") == base64.b64decode(sig)
+    forged = good.replace(sig.encode(), (sig[:-3] + twin + "==").encode())
+    with pytest.raises(bundle.BundleError):
+        bundle.verify_bundle(forged, [pub])
