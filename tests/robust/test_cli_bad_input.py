@@ -37,10 +37,10 @@ def d(tmp_path_factory) -> pathlib.Path:
     (root / "binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
     (root / "list.json").write_text("[1, 2, 3]")
     (root / "pod-garbage.yaml").write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"name": "x"}, "spec": {"nodeName": ["n1"]}}))
-    (root / "deep.yaml").write_text("a: " + "[" * 1200)  # past Python's recursion limit; 60000 crashed libyaml's C loader
+    (root / "deep.yaml").write_text("a: " + "[" * 1200 + "]" * 1200)  # past Python's recursion limit; 60000 crashed libyaml's C loader
     (root / "tests").mkdir()
     (root / "tests" / "q.policy").write_text((ROOT / "policies" / "team-quotas" / "quotas.policy").read_text())
-    (root / "tests" / "deep.test.yaml").write_text("a: " + "[" * 1200)
+    (root / "tests" / "deep.test.yaml").write_text("a: " + "[" * 1200 + "]" * 1200)
     (root / "adir").mkdir()
     (root / "adir.policy").mkdir()
     (root / "dangling").symlink_to(root / "nowhere")
