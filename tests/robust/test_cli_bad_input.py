@@ -140,10 +140,14 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_bad_input_is_one_line_and_an_exit_code(case, d, capsys):
     argv = [a.replace("{d}", str(d)) for a in case.argv]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)  # Python's default, as for a user: some test dependencies raise it
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse
         code = exc.code
+    finally:
+        sys.setrecursionlimit(limit)
     out, err = capsys.readouterr()
     lines = [line for line in err.splitlines() if not (case.logs_ok and LOG_LINE.match(line))]
     assert "Traceback" not in err + out
