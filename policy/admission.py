@@ -57,7 +57,8 @@ def _well_formed(req: dict) -> bool:
         and isinstance(kind, dict) and isinstance(kind.get("kind"), str)
         and isinstance(resource, dict) and isinstance(resource.get("resource"), str)
         and get("operation") in OPERATIONS
-        and isinstance(user, dict) and isinstance(user.get("groups", _NO_GROUPS), list)
+        and isinstance(user, dict) and _strings(user.get("groups", _NO_GROUPS))
+        and (user.get("username") is None or isinstance(user.get("username"), str))
         and (get("object") is None or isinstance(get("object"), dict))
         and (get("oldObject") is None or isinstance(get("oldObject"), dict))
         and (get("namespace") is None or isinstance(get("namespace"), str))
@@ -68,6 +69,12 @@ def _well_formed(req: dict) -> bool:
 
 
 _NO_USER: dict = {}
+
+
+def _strings(items: object) -> bool:
+    """A JSON list of strings (the API server's userInfo.groups)."""
+    return isinstance(items, list) and all(isinstance(i, str) for i in items)
+
 _NO_GROUPS: list = []
 
 
@@ -88,6 +95,8 @@ def _explain_bad_review(body) -> None:
     user = req.get("userInfo", {})
     _require(isinstance(user, dict), "request.userInfo must be an object")
     _require(isinstance(user.get("groups", []), list), "request.userInfo.groups must be a list")
+    _require(_strings(user.get("groups", [])), "request.userInfo.groups must hold strings")
+    _require(user.get("username") is None or isinstance(user.get("username"), str), "request.userInfo.username must be a string")
     for name in ("object", "oldObject"):
         _require(req.get(name) is None or isinstance(req.get(name), dict), f"request.{name} must be an object or null")
     for name in ("namespace", "name", "subResource"):
