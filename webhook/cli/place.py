@@ -10,6 +10,8 @@ it). Prints JSON (`fits`, `topology`, `level`, `domain`, `nodes`, `reason`, `rea
 
 from __future__ import annotations
 
+import math
+
 import json
 import sys
 
@@ -178,6 +180,10 @@ def run(args) -> int:
     from webhook.cli import UsageError
     from webhook.clusterfile import read_cluster_file
 
+    if args.per_gpu is not None and args.per_gpu < 1:
+        raise UsageError(f"--per-gpu {args.per_gpu}: expected a whole number of pods >= 1")
+    if not math.isfinite(args.now):
+        raise UsageError(f"--now {args.now}: expected a finite number of seconds")
     topologies, models, policy, texts = [], {}, None, {}
     if args.policy:
         topologies, models, policy, texts = _from_policy(args.policy)
@@ -192,6 +198,10 @@ def run(args) -> int:
     if not topologies:
         topologies = [("default", list(DEFAULT_LEVELS))]
     name = name or topologies[0][0]
+    levels = [lv for lv, _ in dict(topologies)[name]]
+    for flag, value in (("--required", args.required), ("--preferred", args.preferred)):
+        if value and value not in levels:
+            raise UsageError(f"{flag} {value!r} is not a level of topology {name} (levels: {', '.join(levels)})")
     snapshot = read_cluster_file(args.cluster)
     gang, subject = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args)
     decided_by = None
