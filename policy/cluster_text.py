@@ -18,6 +18,8 @@ _SURROGATE = "text holds a lone surrogate code point (not UTF-8)"
 def _yaml_error(exc: yaml.YAMLError) -> SnapshotError:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     why = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if "nesting depth" in why:  # newer libyaml refuses deep nesting itself (also at 1000): one wording for both
+        why = f"nested deeper than {MAX_DEPTH} levels"
     if mark is not None:
         return SnapshotError(f"line {mark.line + 1}, column {mark.column + 1}: malformed YAML: {why}")
     return SnapshotError(f"malformed YAML: {why}")
