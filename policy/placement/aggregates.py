@@ -31,7 +31,7 @@ def caps_of(h: int) -> tuple[int, ...]:
 
 
 class Buckets:
-    """Domains of one level by capacity for one model and shape: sparse, with the non-empty capacities sorted.
+    """Domains of one level (held as their `Agg` for the model) by capacity for one shape: sparse, capacities sorted.
 
     Sparse and bisected rather than a list indexed by capacity, so a wide level (a zone of
     85k nodes holds 340k pods) costs O(log n) to search and no memory for empty capacities.
@@ -40,15 +40,17 @@ class Buckets:
     __slots__ = ("by_cap", "order")
 
     def __init__(self) -> None:
-        self.by_cap: dict[int, dict] = {}  # capacity -> insertion-ordered domains
+        # capacity -> insertion-ordered aggs (an agg, not its domain: a bind event already has the
+        # agg in cache, and hashing the domain would read one more cold object per level)
+        self.by_cap: dict[int, dict] = {}
         self.order: list[int] = []  # non-empty capacities, ascending
 
-    def move(self, domain, before: int, after: int) -> None:
-        """Move `domain` from capacity `before` to `after` (0 = not held)."""
+    def move(self, member, before: int, after: int) -> None:
+        """Move `member` from capacity `before` to `after` (0 = not held)."""
         by_cap = self.by_cap
         if before:
             bucket = by_cap[before]
-            del bucket[domain]
+            del bucket[member]
             if not bucket:
                 del by_cap[before]
                 order = self.order
@@ -56,19 +58,19 @@ class Buckets:
         if after:
             bucket = by_cap.get(after)
             if bucket is None:
-                by_cap[after] = {domain: None}
+                by_cap[after] = {member: None}
                 insort(self.order, after)
             else:
-                bucket[domain] = None
+                bucket[member] = None
 
     def at_least(self, n: int):
-        """The first domain of the lowest capacity ≥ n, or None."""
+        """The first member of the lowest capacity ≥ n, or None."""
         order = self.order
         i = bisect_left(order, n)
         return next(iter(self.by_cap[order[i]])) if i < len(order) else None
 
     def largest(self):
-        """The first domain of the highest capacity, or None."""
+        """The first member of the highest capacity, or None."""
         return next(iter(self.by_cap[self.order[-1]])) if self.order else None
 
 
@@ -209,15 +211,18 @@ class Tree:
         if not lists:
             return None
         if self.per_node[level]:  # the fewest free devices that still hold n pods of `shape`
-            return lists[0].at_least(max(n, 1) * shape)
-        return lists[SHAPE_INDEX[shape]].at_least(max(n, 1))
+            agg = lists[0].at_least(max(n, 1) * shape)
+        else:
+            agg = lists[SHAPE_INDEX[shape]].at_least(max(n, 1))
+        return agg.domain if agg is not None else None
 
     def largest(self, level: int, model: str, shape: int) -> Domain | None:
         """A domain of the level with the most capacity for `shape`."""
         lists = self.buckets[level].get(model)
         if not lists:
             return None
-        return lists[0 if self.per_node[level] else SHAPE_INDEX[shape]].largest()
+        agg = lists[0 if self.per_node[level] else SHAPE_INDEX[shape]].largest()
+        return agg.domain if agg is not None else None
 
 
 _DELTAS: dict[tuple, tuple[tuple[int, int], ...]] = {}
@@ -236,7 +241,7 @@ def _deltas(h_old: int | None, h_new: int | None) -> tuple[tuple[int, int], ...]
 def _move(agg: Agg, i: int, old: int, new: int) -> None:
     buckets = agg.lists[i]  # type: ignore[index]
     if buckets is not None:  # None: a per-node level keeps only the free-devices bucket
-        buckets.move(agg.domain, old, new)
+        buckets.move(agg, old, new)
 
 
 def apply_contribution(node: NodeState, old, new) -> None:
@@ -267,7 +272,7 @@ def apply_contribution(node: NodeState, old, new) -> None:
                 before = caps[i]
                 caps[i] = after = before + d
                 if lists is not None and lists[i] is not None:
-                    lists[i].move(agg.domain, before, after)
+                    lists[i].move(agg, before, after)
         if partial_changed:
             partial = agg.partial
             for state in p_old:
@@ -282,38 +287,44 @@ def apply_contribution(node: NodeState, old, new) -> None:
 
 def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple) -> None:
     """A node stays counted and only its free whole devices change: histogram, caps and buckets."""
+    # Memory-bound at 256k nodes (each cold object costs a cache miss): touch only the agg, its
+    # lists and the buckets; the buckets hold aggs, not domains, so hashing needs no extra object.
     for agg in aggs:
         hist = agg.hist
         hist[h_old] -= 1
         if len(hist) <= h_new:
             hist.extend([0] * (h_new + 1 - len(hist)))
         hist[h_new] += 1
-        if deltas:
-            caps = agg.caps
-            lists = agg.lists
+        if not deltas:
+            continue
+        caps = agg.caps
+        lists = agg.lists
+        if lists is None:  # a root: nothing to rank
             for i, d in deltas:
-                before = caps[i]
-                caps[i] = after = before + d
-                if lists is None:
-                    continue
-                # Buckets.move, inlined: this loop is most of a pod-bind event.
-                b = lists[i]
-                if b is None:
-                    continue
-                by_cap = b.by_cap
-                if before:
-                    bucket = by_cap[before]
-                    del bucket[agg.domain]
-                    if not bucket:
-                        del by_cap[before]
-                        del b.order[bisect_left(b.order, before)]
-                if after:
-                    bucket = by_cap.get(after)
-                    if bucket is None:
-                        by_cap[after] = {agg.domain: None}
-                        insort(b.order, after)
-                    else:
-                        bucket[agg.domain] = None
+                caps[i] += d
+            continue
+        for i, d in deltas:
+            before = caps[i]
+            caps[i] = after = before + d
+            b = lists[i]
+            if b is None:
+                continue
+            # Buckets.move, inlined: this loop is most of a pod-bind event.
+            by_cap = b.by_cap
+            if before:
+                bucket = by_cap[before]
+                del bucket[agg]
+                if not bucket:
+                    del by_cap[before]
+                    order = b.order
+                    del order[bisect_left(order, before)]
+            if after:
+                bucket = by_cap.get(after)
+                if bucket is None:
+                    by_cap[after] = {agg: None}
+                    insort(b.order, after)
+                else:
+                    bucket[agg] = None
 
 
 def add_bulk(node: NodeState, contribution) -> None:

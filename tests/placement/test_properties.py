@@ -204,7 +204,7 @@ def check_aggregates(idx: PlacementIndex) -> None:
                             buckets = agg.lists[i]
                             if buckets is None:  # per-node level: only the free-devices bucket
                                 continue
-                            holders = [c for c, bucket in buckets.by_cap.items() if d in bucket]
+                            holders = [c for c, bucket in buckets.by_cap.items() if agg in bucket]
                             assert holders == ([cap] if cap else []), (d.path, model, i)
                             assert buckets.order == sorted(c for c, b in buckets.by_cap.items() if b)
 
