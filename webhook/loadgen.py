@@ -59,6 +59,8 @@ async def _worker(host: str, port: int, ctx: ssl.SSLContext, requests: list[byte
 async def run_load(host: str, port: int, ctx: ssl.SSLContext, requests: list[bytes], *, total: int, concurrency: int,
                    check: bytes | None = b'"uid"') -> dict:
     """Send `total` requests over `concurrency` keep-alive connections; figures in req/s and milliseconds."""
+    if total < 1 or concurrency < 1:
+        raise ValueError("run_load needs at least one request and one connection")
     per = [total // concurrency + (1 if i < total % concurrency else 0) for i in range(concurrency)]
     latencies: list[float] = []
     t0 = time.perf_counter()

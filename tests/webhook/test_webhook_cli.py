@@ -70,3 +70,30 @@ def test_demo_runs_and_every_expectation_holds():
     assert got.returncode == 0, got.stdout + got.stderr
     total = sum(1 for line in got.stdout.splitlines() if line[:3].strip().isdigit())
     assert f"{total}/{total} scripted expectations held" in got.stdout and total >= 15
+
+
+def test_bench_serve_runs_both_servers_and_reports_every_figure():
+    # Speed is not asserted (shared CI cores): the command must run end to end, without a
+    # warm-up if asked, and report both servers at both concurrencies with their ratios.
+    import json
+
+    got = allot("bench", "serve", "--requests", "100", "--warmup", "0", "--rounds", "1", "--json", timeout=120)
+    assert "Traceback" not in got.stderr
+    assert got.returncode in (0, 1), got.stderr  # 1 = over budget, still a complete report
+    doc = json.loads(got.stdout)
+    for key in ("c1", "c16"):
+        run = doc[key]
+        for server in ("floor", "allot"):
+            assert run[server]["requests"] == 100 and run[server]["rps"] > 0 and run[server]["p99_ms"] > 0
+        assert run["within_budget"] == (run["rps_ratio"] >= 0.8 and run["p99_ratio"] <= 1.25)
+    assert doc["within_budget"] == (doc["c1"]["within_budget"] and doc["c16"]["within_budget"])
+    assert (got.returncode == 0) == doc["within_budget"]
+
+
+def test_load_generator_refuses_an_empty_run():
+    import asyncio
+
+    from webhook.loadgen import run_load
+
+    with pytest.raises(ValueError, match="at least one request"):
+        asyncio.run(run_load("127.0.0.1", 1, None, [b""], total=0, concurrency=1))

@@ -118,7 +118,8 @@ def _measure(port: int, pid: int, ctx, bodies, *, total: int, warmup: int, concu
     out: dict = {}
 
     async def main() -> None:
-        await run_load("127.0.0.1", port, ctx, requests, total=warmup, concurrency=concurrency)
+        if warmup:
+            await run_load("127.0.0.1", port, ctx, requests, total=warmup, concurrency=concurrency)
         cpu0 = _cpu_seconds(pid)
         out.update(await run_load("127.0.0.1", port, ctx, requests, total=total, concurrency=concurrency))
         out["server_cpu_us_per_request"] = (_cpu_seconds(pid) - cpu0) / total * 1e6
