@@ -84,6 +84,19 @@ class Engine:
         if any(g.topology for g in policy.gangs) or any(f.per_gpu is not None for f in policy.fractions):
             state.planner()
 
+    def adopt(self, previous: "Engine | None", snapshot, now: float) -> list[str]:
+        """Take over `previous`'s placed gangs over `snapshot` (a policy reload): their domains and held slots.
+
+        Quota holds already outlive an engine (they live on the snapshot); without this a
+        reload would forget where half-admitted gangs went, and their later members could
+        land elsewhere. Returns the gang keys taken over.
+        """
+        old = previous._state if previous is not None else None
+        if old is None or old.snapshot is not snapshot or old._planner is None:
+            return []
+        planner = self.state_for(snapshot).planner()
+        return planner.adopt(old._planner, now) if planner is not None else []
+
     def _live_workload(self, obj: dict, snapshot):
         return self.enrich(normalize_object(obj, snapshot))
 

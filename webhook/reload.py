@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from webhook.state import PolicyStatus, warm_engine
+from webhook.state import PolicyStatus, adopt_gangs, warm_engine
 
 log = logging.getLogger("allot.reload")
 
@@ -139,9 +139,11 @@ class PolicyReloader:
         # Build the new engine's indexes over the snapshot here, on the loop thread (the only
         # thread that changes the snapshot), so the first request after the swap does not pay.
         warm_engine(engine, self.state.snapshot)
+        adopted = adopt_gangs(engine, self.state.engine, self.state.snapshot, time.time())
         self.state.swap_engine(engine, status)
         self.state.metrics.reloads.labels("ok").inc()
-        log.info("policy set generation %d loaded from %s (%s)", status.generation, status.source, status.digest)
+        log.info("policy set generation %d loaded from %s (%s)%s", status.generation, status.source, status.digest,
+                 f"; {len(adopted)} placed gang(s) kept" if adopted else "")
 
     def _reject(self, exc: Exception) -> None:
         message = str(exc) if isinstance(exc, PolicyLoadError) else f"{type(exc).__name__}: {exc}"

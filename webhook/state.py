@@ -173,3 +173,11 @@ def warm_engine(engine: Any, snapshot: Any) -> None:
     warm = getattr(engine, "warm", None) or getattr(engine, "state_for", None)  # stand-ins have neither
     if warm is not None and snapshot is not None:
         warm(snapshot)
+
+
+def adopt_gangs(engine: Any, previous: Any, snapshot: Any, now: float) -> list[str]:
+    """Hand the running engine's placed gangs (domains, held slots) to the engine replacing it; their keys."""
+    adopt = getattr(engine, "adopt", None)  # stand-ins have none
+    if adopt is None or previous is None or snapshot is None:
+        return []
+    return adopt(previous, snapshot, now)

@@ -78,6 +78,11 @@ def _fresh_affinity(exprs: list[dict]) -> dict:
     return {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": _copy(exprs)}]}}}
 
 
+def _levels(index, topology: str):
+    """The (level, label) pairs `index` knows for `topology`, or None."""
+    return next((levels for name, levels in index.topologies if name == topology), None)
+
+
 def reservation_patch(pod: Mapping, reservation_id: str) -> list[dict]:
     """Ops setting the `allot.dev/reservation` annotation, so the bound pod releases its held slot."""
     meta = pod.get("metadata") if isinstance(pod, Mapping) else None
@@ -132,9 +137,28 @@ class GangPlanner:
         hit = self._chosen.get(key)
         return hit[0] if hit is not None else None
 
-    def _remember(self, key: str, result: PlacementResult, now: float) -> None:
-        self._chosen[key] = (result, now + self.ttl)
-        heapq.heappush(self._forget, (now + self.ttl, key))
+    def _remember(self, key: str, result: PlacementResult, now: float, until: float | None = None) -> None:
+        until = now + self.ttl if until is None else until
+        self._chosen[key] = (result, until)
+        heapq.heappush(self._forget, (until, key))
+
+    def adopt(self, old: "GangPlanner", now: float) -> list[str]:
+        """Take over `old`'s live gangs (a policy reload over the same nodes): same domain, same held slots.
+
+        A gang whose topology the new policy defines differently (or not at all) is not
+        adopted: its domain no longer means the same thing, so it re-plans. Returns the keys taken.
+        """
+        old.recall("", now)  # forget and release what expired first
+        adopted = []
+        for key, (result, until) in old._chosen.items():
+            if result.topology is not None and _levels(old.index, result.topology) != _levels(self.index, result.topology):
+                continue
+            held = old.index.reservations.get(key)
+            if held is not None:
+                self.index.restore(held, result.per_gpu)
+            self._remember(key, result, now, until)
+            adopted.append(key)
+        return adopted
 
     def patch(self, pod: Mapping, key: str, result: PlacementResult, prefix: str = "/spec") -> list[dict]:
         """Affinity to the chosen domain plus the reservation annotation (empty for a whole-topology placement)."""

@@ -98,19 +98,29 @@ class Reservations:
         """Hold a fitting result's capacity under `reservation_id` until bound, released or expired."""
         if not result.fits:
             raise ValueError("only a fitting placement can be reserved")
-        self.release(reservation_id)
         resv = Reservation(reservation_id, expires_at)
-        self.reservations.add(resv)
+        slots = []
         for node_name, i, count in result.assignments:
+            demand = result.demands[i]
+            held = Demand(demand.whole, demand.milli, demand.memory)
+            slots.extend((resv.new_key(), node_name, held) for _ in range(count))
+        self._hold(resv, slots, result.per_gpu)
+
+    def restore(self, held: Reservation, per_gpu: int | None) -> None:
+        """Hold again, slot for slot, a reservation taken from another index over the same nodes (a policy reload)."""
+        resv = Reservation(held.id, held.expires_at, next_slot=held.next_slot)
+        self._hold(resv, [(key, node, demand) for key, (node, demand) in held.slots.items()], per_gpu)
+
+    def _hold(self, resv: Reservation, slots: list, per_gpu: int | None) -> None:
+        """Record `resv` and charge each (slot key, node, demand) to its node (nodes gone since are skipped)."""
+        self.release(resv.id)
+        self.reservations.add(resv)
+        for key, node_name, held in slots:
             state = self.nodes.get(node_name)
             if state is None:
                 continue
-            demand = result.demands[i]
-            held = Demand(demand.whole, demand.milli, demand.memory)
-            for _ in range(count):
-                key = resv.new_key()
-                self._mutate(state, lambda: state.add(key, held, result.per_gpu))
-                resv.slots[key] = (node_name, held)
+            self._mutate(state, lambda: state.add(key, held, per_gpu))
+            resv.slots[key] = (node_name, held)
 
     def release(self, reservation_id: str) -> bool:
         """Free everything still held by the reservation; False when there is none."""
