@@ -62,10 +62,11 @@ async def run_load(host: str, port: int, ctx: ssl.SSLContext, requests: list[byt
     if total < 1 or concurrency < 1:
         raise ValueError("run_load needs at least one request and one connection")
     per = [total // concurrency + (1 if i < total % concurrency else 0) for i in range(concurrency)]
+    starts = [sum(per[:i]) for i in range(concurrency)]  # disjoint runs: `total` distinct requests when given that many
     latencies: list[float] = []
     t0 = time.perf_counter()
     await asyncio.gather(*(
-        _worker(host, port, ctx, requests, per[i], i * 7, latencies, check) for i in range(concurrency)
+        _worker(host, port, ctx, requests, per[i], starts[i], latencies, check) for i in range(concurrency)
     ))
     wall = time.perf_counter() - t0
     latencies.sort()

@@ -85,9 +85,24 @@ def test_bench_serve_runs_both_servers_and_reports_every_figure():
         run = doc[key]
         for server in ("floor", "allot"):
             assert run[server]["requests"] == 100 and run[server]["rps"] > 0 and run[server]["p99_ms"] > 0
+        assert run["allot"]["handler_us_per_request"] > 0 and "handler_us_per_request" not in run["floor"]
         assert run["within_budget"] == (run["rps_ratio"] >= 0.8 and run["p99_ratio"] <= 1.25)
     assert doc["within_budget"] == (doc["c1"]["within_budget"] and doc["c16"]["within_budget"])
     assert (got.returncode == 0) == doc["within_budget"]
+
+
+def test_bench_requests_cycle_the_mix_each_with_its_own_uid():
+    import orjson
+
+    from webhook.cli.bench_serve import _bodies, _requests
+
+    bodies = _bodies()
+    reqs = _requests(bodies, 2 * len(bodies) + 1)
+    reviews = [orjson.loads(r.split(b"\r\n\r\n", 1)[1]) for r in reqs]
+    assert len({r["request"]["uid"] for r in reviews}) == len(reqs)
+    names = [r["request"].get("name") for r in reviews]
+    assert names[: len(bodies)] == names[len(bodies): 2 * len(bodies)] and names[-1] == names[0]
+    assert all(r["request"]["dryRun"] is True for r in reviews)
 
 
 def test_load_generator_refuses_an_empty_run():

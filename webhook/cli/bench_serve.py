@@ -6,7 +6,10 @@ Two server processes start side by side: the real `allot serve` (policies/, the
 demo cluster, decision log to a file) and a bare aiohttp TLS handler that only
 parses the JSON and answers. This process is the load generator (keep-alive,
 concurrency 1 and 16, a fixed request count, stops by itself), so neither server
-shares its CPU with the client. Budget: Allot >= 80 % of the floor's req/s and
+shares its CPU with the client. Every request carries its own uid, as the API
+server's do. For Allot the table also shows the time its handler spends per
+request from body read to encoded answer (its own decision histogram, scraped
+from /metrics before and after): what the floor does not do. Budget: Allot >= 80 % of the floor's req/s and
 p99 <= 1.25x the floor's p99 at both concurrencies.
 """
 
@@ -56,10 +59,12 @@ def _wait_port(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: f
     raise RuntimeError(f"server did not start: {text.strip()[-500:]}")
 
 
-def _bodies() -> list[bytes]:
+_UID = b"00000000-0000-4000-8000-000000000000"  # a placeholder of a uuid's length, replaced per request
+
+
+def _bodies() -> list[tuple[str, bytes]]:
     """A realistic mix the API server would send: GPU pod creates, an inference slice, agent traffic, a default."""
     import copy
-    import uuid
 
     import orjson
 
@@ -69,10 +74,38 @@ def _bodies() -> list[bytes]:
     out = []
     for s in picked:
         review = copy.deepcopy(s.review)
-        review["request"]["uid"] = str(uuid.uuid4())
+        review["request"]["uid"] = _UID.decode()
         review["request"]["dryRun"] = True  # the same decisions on every repetition: no reservations pile up
         out.append((s.endpoint, orjson.dumps(review)))
     return out
+
+
+def _requests(bodies: list[tuple[str, bytes]], count: int) -> list[bytes]:
+    """`count` encoded POSTs cycling through the mix, each with its own uid (the API server never repeats one)."""
+    import uuid
+
+    from webhook.loadgen import encode_post
+
+    out = []
+    for i in range(count):
+        endpoint, body = bodies[i % len(bodies)]
+        out.append(encode_post(f"/{endpoint}?timeout=10s", body.replace(_UID, str(uuid.uuid4()).encode(), 1)))
+    return out
+
+
+def _handler_seconds(port: int, ctx) -> tuple[float, int]:
+    """(seconds, requests) the server's own decision histogram holds: time from body read to encoded answer."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
+        text = r.read().decode()
+    total, count = 0.0, 0
+    for line in text.splitlines():
+        if line.startswith("allot_decision_duration_seconds_sum"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("allot_decision_duration_seconds_count"):
+            count += int(float(line.rsplit(" ", 1)[1]))
+    return total, count
 
 
 def _serve_floor(cert: str, key: str) -> None:
@@ -108,24 +141,28 @@ def _serve_floor(cert: str, key: str) -> None:
     run_loop(main)
 
 
-def _measure(port: int, pid: int, ctx, bodies, *, total: int, warmup: int, concurrency: int) -> dict:
+def _measure(port: int, pid: int, ctx, bodies, *, total: int, warmup: int, concurrency: int, allot: bool) -> dict:
     import asyncio
 
     from webhook.cli.serve import run_loop
-    from webhook.loadgen import encode_post, run_load
+    from webhook.loadgen import run_load
 
-    requests = [encode_post(f"/{ep}?timeout=10s", body) for ep, body in bodies]
+    requests = _requests(bodies, warmup + total)
     out: dict = {}
 
     async def main() -> None:
         if warmup:
-            await run_load("127.0.0.1", port, ctx, requests, total=warmup, concurrency=concurrency)
+            await run_load("127.0.0.1", port, ctx, requests[:warmup], total=warmup, concurrency=concurrency)
         cpu0 = _cpu_seconds(pid)
-        out.update(await run_load("127.0.0.1", port, ctx, requests, total=total, concurrency=concurrency))
+        out.update(await run_load("127.0.0.1", port, ctx, requests[warmup:], total=total, concurrency=concurrency))
         out["server_cpu_us_per_request"] = (_cpu_seconds(pid) - cpu0) / total * 1e6
         await asyncio.sleep(0)
 
+    before = _handler_seconds(port, ctx) if allot else None
     run_loop(main)
+    if before is not None:
+        after = _handler_seconds(port, ctx)
+        out["handler_us_per_request"] = (after[0] - before[0]) / max(1, after[1] - before[1]) * 1e6
     return out
 
 
@@ -169,7 +206,8 @@ def run(args) -> int:
             best: dict = {}
             for _ in range(max(1, args.rounds)):  # alternate so both see the same machine; keep each one's best
                 for name, port, proc in (("floor", floor_port, floor), ("allot", allot_port, allot)):
-                    got = _measure(port, proc.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c)
+                    got = _measure(port, proc.pid, ctx, bodies, total=args.requests, warmup=args.warmup, concurrency=c,
+                                   allot=name == "allot")
                     if name not in best or got["rps"] > best[name]["rps"]:
                         best[name] = got
             results[f"c{c}"] = best
@@ -209,12 +247,13 @@ def _report(results: dict, as_json: bool, total: int) -> bool:
         return ok
     print(f"allot bench serve: {total} requests per run (best of alternating rounds), TLS keep-alive on loopback, "
           "load generator in its own process")
-    print(f"{'conc':>4}  {'server':<6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/req':>10}")
+    print(f"{'conc':>4}  {'server':<6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'cpu us/req':>10} {'handler us/req':>14}")
     for key, r in results.items():
         for name in ("floor", "allot"):
             m = r[name]
+            handler = f"{m['handler_us_per_request']:>14.0f}" if "handler_us_per_request" in m else f"{'-':>14}"
             print(f"{r[name]['concurrency']:>4}  {name:<6} {m['rps']:>8.0f} {m['p50_ms']:>8.3f} {m['p99_ms']:>8.3f} "
-                  f"{m['server_cpu_us_per_request']:>10.0f}")
+                  f"{m['server_cpu_us_per_request']:>10.0f} {handler}")
         s = summary[key]
         verdict = "within budget" if s["within_budget"] else "OVER BUDGET"
         print(f"      ratio  req/s {s['rps_ratio']:.2f} (>= {BUDGET_RPS})  p99 {s['p99_ratio']:.2f} (<= {BUDGET_P99})  "
