@@ -20,6 +20,11 @@ class Diagnostic:
     span: Span
     help: str | None = None
 
+    def __str__(self) -> str:
+        """`path:line:col: severity[CODE]: message`, one line (logs, test reports)."""
+        s = self.span
+        return f"{s.path}:{s.line}:{s.col}: {self.severity}[{self.code}]: {self.message}"
+
     def to_json(self) -> dict:
         """Fields for `--format json`: path, line, column, end, code, severity, message, help."""
         s = self.span
@@ -66,7 +71,7 @@ def _underline(line_text: str, d: Diagnostic) -> str:
 def render(d: Diagnostic, texts: dict[str, str]) -> str:
     """`path:line:col: error[CODE]: message`, the source line, carets under the span, `help: …`."""
     s = d.span
-    out = [f"{s.path}:{s.line}:{s.col}: {d.severity}[{d.code}]: {d.message}"]
+    out = [str(d)]
     text = texts.get(s.path)
     if text is not None and s.line >= 1:
         lines = text.split("\n")

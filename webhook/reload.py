@@ -97,7 +97,7 @@ def _count_blocks(policy_set) -> int:
 
 def _render_errors(diagnostics, limit: int = 5) -> str:
     errors = [d for d in diagnostics if getattr(d, "severity", "error") == "error"]
-    lines = [f"{d.span.path}:{d.span.line}:{d.span.col}: error[{d.code}]: {d.message}" for d in errors[:limit]]
+    lines = [str(d) for d in errors[:limit]]
     more = f" (+{len(errors) - limit} more)" if len(errors) > limit else ""
     return f"{len(errors)} error(s): " + "; ".join(lines) + more
 

@@ -217,7 +217,7 @@ class _Sets:
             return None, f"the policy compiler failed: {type(exc).__name__}: {exc}"
         errors = [d for d in diagnostics if getattr(d, "severity", "error") == "error"]
         if policy_set is None or errors:
-            shown = "; ".join(str(d).splitlines()[0] for d in (errors or diagnostics)[:3])
+            shown = "; ".join(str(d) for d in (errors or diagnostics)[:3])
             return None, f"policy set does not compile: {shown or 'no diagnostics given'}"
         for block in _governing(policy_set):
             self._run.blocks.add((str(block.span), block.id))

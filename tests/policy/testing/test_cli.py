@@ -164,7 +164,7 @@ def test_a_policy_that_does_not_compile_fails_every_case(tree, capsys):
     (tree / "root" / "team" / "bad.policy").write_text("rule {\n")
     code, lines, _ = allot_test(capsys, "root")
     assert (code, lines[-1]) == (1, "0 passed, 3 failed")
-    assert any("policy set does not compile" in line for line in lines)
+    assert any("policy set does not compile: root/team/bad.policy:1:6: error[E0001]: expected a name" in line for line in lines), lines
 
 
 def test_junit_shape(tree, capsys):
