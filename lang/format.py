@@ -189,8 +189,11 @@ def format_file(f: ast.File) -> str:
     return text + "\n" if text else ""
 
 
+FMT_OFF = "# allot: fmt off"  # a file whose leading comments hold this line is kept as written
+
+
 def format_source(text: str, path: str) -> str:
-    """Canonical text of `text`; raises FormatError when it does not parse."""
+    """Canonical text of `text`; raises FormatError when it does not parse. A file marked `# allot: fmt off` is returned as is (once it parses)."""
     from lang.parser import parse
 
     f, diags = parse(text, path)
@@ -199,4 +202,17 @@ def format_source(text: str, path: str) -> str:
         if not errors and f is None:
             return ""
         raise FormatError(errors)
+    if _formatting_off(text):
+        return text
     return format_file(f)
+
+
+def _formatting_off(text: str) -> bool:
+    """True when the comment lines heading the file include the `# allot: fmt off` marker."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped == FMT_OFF:
+            return True
+        if stripped and not stripped.startswith("#"):
+            return False
+    return False

@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 import lang
-from lang.format import FormatError
+from lang.format import FormatError, format_source
 from lang_docs_examples import doc_examples
 
 HERE = pathlib.Path(__file__).parent
@@ -73,3 +73,25 @@ def test_strip_spans_makes_positions_irrelevant():
 def test_comments_before_and_inside_blocks_stay_with_them():
     src = "# about q\nquota q {\n  # the cap\n  gpus 8\n  # trailing note\n}\n# end\n"
     assert lang.format_source(src, "x") == src
+
+
+FMT_OFF_CASES = [
+    # (name, text, want_kept)
+    ("marker in the leading comments", "# quoted verbatim\n# allot: fmt off\npriority  prod   500\n", True),
+    ("marker as the first line", "# allot: fmt off\npriority  prod   500\n", True),
+    ("marker after code does not count", "priority  prod   500\n# allot: fmt off\n", False),
+    ("no marker", "# just a comment\npriority  prod   500\n", False),
+]
+
+
+@pytest.mark.parametrize("name,text,want_kept", FMT_OFF_CASES, ids=[c[0] for c in FMT_OFF_CASES])
+def test_fmt_off_keeps_a_marked_file_as_written(name, text, want_kept):
+    out = format_source(text, "x.policy")
+    assert (out == text) is want_kept
+    if not want_kept:
+        assert "priority prod 500" in out
+
+
+def test_fmt_off_still_refuses_a_file_that_does_not_parse():
+    with pytest.raises(FormatError):
+        format_source("# allot: fmt off\nrule {\n", "x.policy")
