@@ -2,10 +2,16 @@
 
     allot eval --policy DIR [--cluster FILE] [--mutate] [--user U] [--group G]…
                [--operation OP] [--explain] [--now T] REQUEST
+    allot eval --policy DIR [--cluster FILE] [--now T] [--format json] --replay LOG
 
 REQUEST is a manifest (YAML or JSON; wrapped into an AdmissionReview with the
 user, groups and operation given) or a full AdmissionReview; `-` reads stdin.
 Exit 0 allowed, 3 denied, 1 policy errors, 2 usage errors.
+
+`--replay LOG` decides again every line of a decision log written by
+`allot serve --log-requests` (webhook/replay.py) and lists the decisions the
+policy set now takes differently: exit 0 when none changed, 1 when some did (or
+no line could be replayed).
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ def default_groups(user: str) -> tuple[str, ...]:
 
 def add_arguments(parser) -> None:
     """Options of `allot eval`."""
-    parser.add_argument("request", metavar="REQUEST", help="manifest or AdmissionReview (YAML/JSON file, - for stdin)")
+    parser.add_argument("request", metavar="REQUEST", nargs="?", help="manifest or AdmissionReview (YAML/JSON file, - for stdin)")
+    parser.add_argument("--replay", metavar="LOG", help="decide again every logged request of a decision log (serve --log-requests) and list what changed")
     parser.add_argument("--policy", action="append", required=True, metavar="DIR", help="policy directory or file (repeatable)")
     parser.add_argument("--cluster", metavar="FILE", help="cluster state: `kubectl get … -o yaml` List (default: empty)")
     parser.add_argument("--mutate", action="store_true", help="decide as the mutating webhook (include the JSONPatch)")
@@ -37,7 +44,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--operation", default="CREATE", type=str.upper, choices=("CREATE", "UPDATE", "DELETE", "CONNECT"))
     parser.add_argument("--explain", action="store_true", help="print a human trace of every block instead of the JSON")
     parser.add_argument("--now", type=float, metavar="T", help="decision time, Unix seconds (default: the clock)")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="--explain output: text (default) or json")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="--explain or --replay output: text (default) or json")
 
 
 def load_policy(paths: list[str]):
@@ -113,9 +120,15 @@ def run(args) -> int:
     from policy.engine import Engine
     from webhook.cli import UsageError
 
-    doc = read_document(args.request)
     if args.now is not None and not math.isfinite(args.now):  # nan/inf would make every expiry comparison false
         raise UsageError(f"--now {args.now}: give a finite number of Unix seconds")
+    if (args.request is None) == (args.replay is None):
+        raise UsageError("give a REQUEST to decide, or --replay LOG (not both)")
+    if args.replay is not None:
+        if args.explain or args.mutate:
+            raise UsageError("--replay decides each line as its endpoint did; --explain and --mutate apply to one REQUEST")
+        return _replay(args)
+    doc = read_document(args.request)
     groups = tuple(args.group) if args.group else default_groups(args.user)
     request = build_request(doc, user=args.user, groups=groups, operation=args.operation)
     policy_set = load_policy(args.policy)
@@ -135,6 +148,34 @@ def run(args) -> int:
         decision = engine.decide(request, snapshot, now, mutate=args.mutate, reserve=False)
         print(json.dumps(respond(request, decision, mutate=args.mutate), indent=2))
     return 0 if decision.allowed else 3
+
+
+def _replay(args) -> int:
+    from policy.engine import Engine
+    from webhook.cli import UsageError
+    from webhook.replay import render, replay
+
+    policy_set = load_policy(args.policy)
+    if policy_set is None:
+        return 1
+    snapshot = load_snapshot(args.cluster)
+    try:
+        stream = sys.stdin if args.replay == "-" else open(args.replay, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"{args.replay}: cannot read: {exc.strerror or exc}") from None
+    try:
+        with stream:
+            report = replay(stream, Engine(policy_set), snapshot, now=args.now)
+    except UnicodeDecodeError:
+        raise UsageError(f"{args.replay}: not UTF-8 text") from None
+    if args.format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(render(report))
+    if report.replayed == 0:
+        print(f"allot eval: nothing to replay in {args.replay}", file=sys.stderr)
+        return 1
+    return 1 if report.changed else 0
 
 
 def _source_line(policy_set, location: str) -> str | None:
