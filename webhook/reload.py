@@ -71,7 +71,7 @@ def _read_sources(source: PolicySource) -> list[tuple[str, str]]:
         except OSError as exc:
             raise PolicyLoadError(f"cannot read {exc.filename}: {exc.strerror}") from None
     from webhook.cli import UsageError
-    from webhook.sources import read_policy_sources
+    from webhook.sources import read_policy_sources, relative_sources
 
     try:
         sources = read_policy_sources([source.path])
@@ -79,7 +79,7 @@ def _read_sources(source: PolicySource) -> list[tuple[str, str]]:
         raise PolicyLoadError(str(exc)) from None
     if not sources:
         raise PolicyLoadError(f"{source.path}: no .policy files")
-    return sources
+    return relative_sources(source.path, sources)  # as its bundle holds them: one digest, one set of locations
 
 
 def _digest(sources: list[tuple[str, str]]) -> str:

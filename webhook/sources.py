@@ -49,3 +49,15 @@ def read_policy_sources(paths: list[str]) -> list[tuple[str, str]]:
             seen.add(key)
             out.append((key, _read(file)))
     return out
+
+
+def relative_sources(policy: str, sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Sources with paths relative to the policy directory (or a file's directory), `/`-separated.
+
+    What a bundle stores, so a set has one digest and one set of source locations in
+    its messages whether it is loaded from a directory or from its bundle, wherever
+    the directory is mounted.
+    """
+    root = pathlib.Path(policy)
+    base = root if root.is_dir() else root.parent
+    return [(pathlib.Path(os.path.relpath(p, base)).as_posix(), t) for p, t in sources]

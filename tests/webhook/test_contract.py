@@ -177,3 +177,26 @@ def test_signed_bundle_loads_and_a_tampered_one_is_refused_on_reload(tmp_path):
     rejected, got, status = serve(opts, scenario)
     assert rejected is False and status.generation == 1 and "refused" in status.last_error
     assert status.source.startswith("bundle ") and got["allowed"] is False  # still the signed quota of 8
+
+
+def test_a_directory_and_its_bundle_serve_one_digest_and_one_set_of_locations(tmp_path):
+    # What `allot compile` writes for a directory is what a server of that directory reports:
+    # operators compare /readyz's digest with the bundle's, and messages name the same lines.
+    from webhook import bundle
+    from webhook.sources import read_policy_sources, relative_sources
+
+    pdir, _ = write(tmp_path)
+    key, pub = bundle.keygen(tmp_path / "ops")
+    path = tmp_path / "policy.bundle.json"
+    path.write_bytes(bundle.encode_bundle(relative_sources(str(pdir), read_policy_sources([str(pdir)]))))
+    bundle.sign(path, key)
+    body = review(owned(name="x", gpus=7, priority_class="batch"), dryRun=True)
+
+    async def scenario(running, s):
+        return running.state.policy.digest, (await call(s, running.url + "/validate", body))["status"]["message"]
+
+    from_dir = serve(options(tmp_path), scenario)
+    from_bundle = serve(options(tmp_path, policy=None, bundle=str(path), trust=(str(pub),)), scenario)
+    assert from_dir == from_bundle
+    assert from_dir[0] == bundle.compute_digest(relative_sources(str(pdir), read_policy_sources([str(pdir)])))
+    assert "(test.policy:" in from_dir[1]  # relative to the policy directory, wherever it is mounted

@@ -62,13 +62,6 @@ def read_ca_bundle(path: str) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def bundle_sources(policy: str, sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Sources with paths relative to the policy directory, so the bundle is the same wherever it is built."""
-    root = pathlib.Path(policy)
-    base = root if root.is_dir() else root.parent
-    return [(pathlib.Path(os.path.relpath(p, base)).as_posix(), t) for p, t in sources]
-
-
 def _compile(sources: list[tuple[str, str]]):
     try:
         from lang import compile_policies
@@ -152,7 +145,7 @@ def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path,
 def run(args) -> int:
     """Compile, refuse on errors (exit 1), write the outputs, optionally sign the bundle."""
     from lang.diagnostics import render_all
-    from webhook.sources import read_policy_sources
+    from webhook.sources import read_policy_sources, relative_sources
 
     from webhook.cli.certs import check_dns_label
 
@@ -178,7 +171,7 @@ def run(args) -> int:
         return 1
 
     try:
-        written = write_outputs(policy_set, bundle_sources(args.policy, sources), pathlib.Path(args.output),
+        written = write_outputs(policy_set, relative_sources(args.policy, sources), pathlib.Path(args.output),
                                 service=args.service, namespace=args.namespace, port=args.port, ca_bundle=ca,
                                 sign_key=args.sign)
     except OSError as exc:
