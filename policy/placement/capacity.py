@@ -51,6 +51,51 @@ def taint_variant(model: str, taints: tuple[tuple[str, str, str], ...]) -> str:
     return model + TAINT_SEP + ",".join(f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in taints)
 
 
+class Toleration(Mapping):
+    """The fields of one toleration that placement matches on, hashable (a pod's tolerations are part of a gang query).
+
+    GPU pods almost always carry one (the ExtendedResourceToleration plugin adds
+    `nvidia.com/gpu: Exists`): as plain dicts they made every gang query unhashable,
+    so the index could never re-use an answer for them.
+    """
+
+    __slots__ = ("_items",)
+    FIELDS = ("key", "operator", "value", "effect")
+
+    def __init__(self, toleration: Mapping) -> None:
+        items = []
+        for name in self.FIELDS:
+            value = toleration.get(name)
+            if value is not None:
+                try:
+                    hash(value)
+                except TypeError:  # a malformed value (a list, a map): matched as its text, like `tolerates` does
+                    value = str(value)
+                items.append((name, value))
+        self._items = tuple(items)
+
+    def __getitem__(self, name: str):
+        for k, v in self._items:
+            if k == name:
+                return v
+        raise KeyError(name)
+
+    def __iter__(self):
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other) -> bool:
+        return dict(self._items) == dict(other) if isinstance(other, Mapping) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Toleration({dict(self._items)!r})"
+
+
 def tolerates(tolerations, taint: tuple[str, str, str]) -> bool:
     """Kubernetes toleration matching: key (empty + Exists = every key), operator Equal/Exists, value, effect."""
     key, value, effect = taint

@@ -7,6 +7,7 @@ from typing import Mapping
 
 from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
+from policy.placement.capacity import Toleration
 from policy.placement.result import GangRequest, PlacementResult
 from policy.subject import PodSet, Workload
 
@@ -57,7 +58,9 @@ def _tolerations(obj) -> tuple:
             if isinstance(tspec, Mapping) and tspec.get("tolerations"):
                 found = tspec["tolerations"]
                 break
-    return tuple(t for t in found if type(t) is dict or isinstance(t, Mapping)) if isinstance(found, list) else ()
+    if not isinstance(found, list):
+        return ()
+    return tuple(Toleration(t) for t in found if type(t) is dict or isinstance(t, Mapping))  # hashable: answers re-used
 
 
 def place_member(planner: GangPlanner, w: Workload, topology: str, level: str, now: float, per_gpu: int | None = None) -> MemberPlacement:

@@ -197,3 +197,22 @@ def test_place_member_uses_the_pods_tolerations():
     assert not refused.fits and "dedicated=training:NoSchedule (2)" in " ".join(r.message for r in refused.result.reasons)
     allowed = place_member(planner, member([{"key": "dedicated", "operator": "Equal", "value": "training"}]), "fabric", "rack", now=0.0)
     assert allowed.fits and dict(allowed.result.nodes) == {"t1": 1, "t2": 1}
+
+
+def test_a_tolerating_member_s_query_is_re_used_while_the_index_is_unchanged():
+    # GPU pods carry `nvidia.com/gpu: Exists` (ExtendedResourceToleration): as dicts the query was unhashable.
+    from policy.placement.member import gang_request
+    from policy.subject import PodSet, Workload
+
+    idx = index([node("n1"), node("n2")])
+    obj = pod("m", None, gpus=4)
+    obj["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                  {"key": "odd", "value": ["not", "a", "string"]}]
+    w = Workload(kind="Pod", name="m", namespace="ns", gang="g", min_members=2, gpus=4000, obj=obj, pod_sets=(PodSet("m", 1, 4000),))
+    first, second = gang_request(w, "fabric", "rack"), gang_request(w, "fabric", "rack")
+    assert first == second and hash(first) == hash(second)
+    assert dict(first.tolerations[0]) == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    answer = idx.query(first)
+    assert answer.fits and idx.query(second) is answer  # the same answer object: re-used, not recomputed
+    idx.apply_node("MODIFIED", node("n3"))
+    assert idx.query(second) is not answer  # a change to the index asks again
