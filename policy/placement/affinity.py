@@ -5,15 +5,11 @@ from __future__ import annotations
 import heapq
 from typing import Mapping, Sequence
 
+from policy.placement.capacity import is_map
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def _is_map(value) -> bool:
-    """A JSON object: decoded requests hold dicts, so test that first (typing's isinstance costs microseconds)."""
-    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _escape(token: str) -> str:
@@ -25,7 +21,7 @@ def _at(obj: Mapping, pointer: str):
     cur: object = obj
     for raw in pointer.split("/")[1:]:
         token = raw.replace("~1", "/").replace("~0", "~")
-        if _is_map(cur):
+        if is_map(cur):
             cur = cur.get(token)
         elif isinstance(cur, list) and token.isdigit() and int(token) < len(cur):
             cur = cur[int(token)]
@@ -44,18 +40,18 @@ def affinity_patch(pod: Mapping, label: str, value: str, prefix: str = "/spec", 
     """
     wanted = [{"key": k, "operator": "In", "values": [v]} for k, v in (*ancestors, (label, value))]
     spec = _at(pod, prefix) if prefix else pod
-    if not _is_map(spec):
+    if not is_map(spec):
         return [{"op": "add", "path": prefix, "value": {"affinity": _fresh_affinity(wanted)}}]
     affinity = spec.get("affinity")
     base = f"{prefix}/affinity"
-    if not _is_map(affinity):
+    if not is_map(affinity):
         return [{"op": "add", "path": base, "value": _fresh_affinity(wanted)}]
     node_affinity = affinity.get("nodeAffinity")
-    if not _is_map(node_affinity):
+    if not is_map(node_affinity):
         return [{"op": "add", "path": f"{base}/nodeAffinity", "value": _fresh_affinity(wanted)["nodeAffinity"]}]
     required = node_affinity.get(_REQUIRED)
     req_path = f"{base}/nodeAffinity/{_REQUIRED}"
-    if not _is_map(required):
+    if not is_map(required):
         return [{"op": "add", "path": req_path, "value": {"nodeSelectorTerms": [{"matchExpressions": _copy(wanted)}]}}]
     terms = required.get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
@@ -63,9 +59,9 @@ def affinity_patch(pod: Mapping, label: str, value: str, prefix: str = "/spec", 
     ops = []
     for i, term in enumerate(terms):
         # Terms are ORed: the domain must hold in each, so each gets the expressions (ANDed inside it).
-        exprs = term.get("matchExpressions") if _is_map(term) else None
+        exprs = term.get("matchExpressions") if is_map(term) else None
         term_path = f"{req_path}/nodeSelectorTerms/{i}"
-        if not _is_map(term):
+        if not is_map(term):
             ops.append({"op": "replace", "path": term_path, "value": {"matchExpressions": _copy(wanted)}})
         elif isinstance(exprs, list):
             ops.extend({"op": "add", "path": f"{term_path}/matchExpressions/-", "value": dict(e, values=list(e["values"]))}
@@ -90,11 +86,11 @@ def _levels(index, topology: str):
 
 def reservation_patch(pod: Mapping, reservation_id: str) -> list[dict]:
     """Ops setting the `allot.dev/reservation` annotation, so the bound pod releases its held slot."""
-    meta = pod.get("metadata") if _is_map(pod) else None
-    annotations = meta.get("annotations") if _is_map(meta) else None
-    if not _is_map(meta):
+    meta = pod.get("metadata") if is_map(pod) else None
+    annotations = meta.get("annotations") if is_map(meta) else None
+    if not is_map(meta):
         return [{"op": "add", "path": "/metadata", "value": {"annotations": {RESERVATION_ANNOTATION: reservation_id}}}]
-    if not _is_map(annotations):
+    if not is_map(annotations):
         return [{"op": "add", "path": "/metadata/annotations", "value": {RESERVATION_ANNOTATION: reservation_id}}]
     return [{"op": "add", "path": f"/metadata/annotations/{_escape(RESERVATION_ANNOTATION)}", "value": reservation_id}]
 
@@ -133,14 +129,18 @@ class GangPlanner:
 
     def recall(self, key: str, now: float) -> PlacementResult | None:
         """The domain chosen for gang `key` if it is still remembered at `now` (expired ones are forgotten first)."""
+        self.expire(now)
+        hit = self._chosen.get(key)
+        return hit[0] if hit is not None else None
+
+    def expire(self, now: float) -> None:
+        """Release held slots and forget chosen domains whose time has passed at `now`."""
         self.index.expire(now)
         while self._forget and self._forget[0][0] <= now:
             until, old = heapq.heappop(self._forget)
             hit = self._chosen.get(old)
             if hit is not None and hit[1] == until:
                 del self._chosen[old]
-        hit = self._chosen.get(key)
-        return hit[0] if hit is not None else None
 
     def _remember(self, key: str, result: PlacementResult, now: float, until: float | None = None) -> None:
         until = now + self.ttl if until is None else until
@@ -153,7 +153,7 @@ class GangPlanner:
         A gang whose topology the new policy defines differently (or not at all) is not
         adopted: its domain no longer means the same thing, so it re-plans. Returns the keys taken.
         """
-        old.recall("", now)  # forget and release what expired first
+        old.expire(now)
         adopted = []
         for key, (result, until) in old._chosen.items():
             if result.topology is not None and _levels(old.index, result.topology) != _levels(self.index, result.topology):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
 
 from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
-from policy.placement.capacity import Toleration
+from policy.placement.capacity import Toleration, is_map
 from policy.placement.result import GangRequest, PlacementResult
 from policy.subject import PodSet, Workload
 
@@ -43,24 +42,23 @@ def gang_request(w: Workload, topology: str, level: str, per_gpu: int | None = N
 
 def _tolerations(obj) -> tuple:
     """The tolerations of a Pod, or of the first pod template of a Kueue Workload; () when none are written."""
-    # `type(...) is dict` first: a typing.Mapping isinstance costs microseconds, and decoded JSON is dicts.
-    if type(obj) is not dict and not isinstance(obj, Mapping):
+    if not is_map(obj):
         return ()
     spec = obj.get("spec")
-    if type(spec) is not dict and not isinstance(spec, Mapping):
+    if not is_map(spec):
         return ()
     found = spec.get("tolerations")
     if found is None and "podSets" not in spec:
         return ()
     if found is None:
         for ps in spec.get("podSets") or ():  # Kueue Workload
-            tspec = ((ps or {}).get("template") or {}).get("spec") if isinstance(ps, Mapping) else None
-            if isinstance(tspec, Mapping) and tspec.get("tolerations"):
+            tspec = ((ps or {}).get("template") or {}).get("spec") if is_map(ps) else None
+            if is_map(tspec) and tspec.get("tolerations"):
                 found = tspec["tolerations"]
                 break
     if not isinstance(found, list):
         return ()
-    return tuple(Toleration(t) for t in found if type(t) is dict or isinstance(t, Mapping))  # hashable: answers re-used
+    return tuple(Toleration(t) for t in found if is_map(t))  # hashable: answers re-used
 
 
 def place_member(planner: GangPlanner, w: Workload, topology: str, level: str, now: float, per_gpu: int | None = None) -> MemberPlacement:
