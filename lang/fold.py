@@ -13,7 +13,7 @@ _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NUMERIC = {Type.INT, Type.GPU, Type.FRACTION, Type.BYTES}
 # Fields that can never be negative: `gpus < 0` is decidably false.
 NON_NEGATIVE = {"pods", "gpus", "total_gpus", "fraction", "gpu_memory", "min_members"}
-# Fields normalization always fills (policy/subject.py defaults): `has(gpus)` is always true.
+# Fields normalization always fills (policy/subject/model.py defaults): `has(gpus)` is always true.
 ALWAYS_PRESENT = {
     "kind", "operation", "pods", "gpus", "total_gpus", "agent", "privileged", "host_path", "host_network",
     "labels", "annotations", "namespace.labels", "groups",

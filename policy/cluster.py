@@ -6,8 +6,8 @@ import gc
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Mapping
 
-from policy.dialects.common import EMPTY
-from policy.dialects.gangs import GroupInfo, group_family, read_group
+from policy.subject.dialects.common import EMPTY
+from policy.subject.dialects.gangs import GroupInfo, group_family, read_group
 from policy.cluster_memory import GpuMemoryIndex
 from policy.cluster_shape import shape_problem
 from policy.ledger import ReservationLedger
@@ -165,7 +165,7 @@ class ClusterSnapshot:
 
     def _read_group(self, key, obj: dict, ns: str | None) -> GroupInfo | None:
         """The gang object's reading, taken before any index changes so a failure leaves them whole."""
-        from policy.demand import pod_demand  # cycle-free: demand imports dialects only
+        from policy.subject.demand import pod_demand  # cycle-free: demand imports dialects only
 
         try:
             return read_group(obj, key[0], lambda p: pod_demand(p, self))

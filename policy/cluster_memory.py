@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from policy.dialects.common import EMPTY, MIB
-from policy.dialects.product import MEMORY_LABEL, PRODUCT_LABEL
+from policy.subject.dialects.common import EMPTY, MIB
+from policy.subject.dialects.product import MEMORY_LABEL, PRODUCT_LABEL
 
 
 def node_gpu_memory(node: Mapping) -> tuple[str | None, int | None]:

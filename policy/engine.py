@@ -18,7 +18,7 @@ from policy.compile import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.gang import settle
-from policy.normalize import normalize, normalize_object
+from policy.subject.normalize import normalize, normalize_object
 from policy.quota import RESERVATION_TTL, QuotaLedger
 from policy.weaksub import subscribe_weakly
 

@@ -20,7 +20,7 @@ from policy.context import Context, where
 from policy.placement import GangRequest
 from policy.placement.index import FLAT
 from policy.placement.query import demand_of
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 HOSTNAME = "kubernetes.io/hostname"
 

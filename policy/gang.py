@@ -30,7 +30,7 @@ from policy.placement import affinity_patch, gang_key
 from policy.placement.member import gang_request
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
-from policy.subject import replace_workload
+from policy.subject.model import replace_workload
 
 
 def gang_view(w):

@@ -14,7 +14,7 @@ from policy.placement.devices import Demand, NodeState
 from policy.placement.query import demand_of, fits, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
 ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
@@ -74,7 +74,7 @@ class PlacementIndex(Reservations):
     def from_snapshot(cls, snapshot, topologies: Sequence[tuple[str, Levels]] = (), gpu_models: Mapping[str, tuple[str, int]] = {}, **kw) -> "PlacementIndex":
         """An index over a `policy.cluster.ClusterSnapshot`'s nodes and pods (not yet subscribed)."""
         if "demand" not in kw:
-            from policy.normalize import pod_demand
+            from policy.subject.normalize import pod_demand
 
             kw["demand"] = lambda pod: pod_demand(pod, snapshot)
         index = cls(topologies, gpu_models, **kw)
@@ -260,7 +260,7 @@ class PlacementIndex(Reservations):
 
     def _pod_demand(self, pod: Mapping) -> Demand | None:
         if self._demand is None:
-            from policy.normalize import pod_demand
+            from policy.subject.normalize import pod_demand
 
             self._demand = pod_demand
         pod_set = self._demand(pod)

@@ -8,7 +8,7 @@ from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
 from policy.placement.capacity import Toleration, is_map
 from policy.placement.result import GangRequest, PlacementResult
-from policy.subject import PodSet, Workload
+from policy.subject.model import PodSet, Workload
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
 from policy.placement.capacity import model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 if TYPE_CHECKING:  # pragma: no cover
     from policy.placement.index import PlacementIndex

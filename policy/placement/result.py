@@ -8,7 +8,7 @@ from typing import Mapping
 from lang.quantity import format_bytes, format_milli
 from policy.decision import Placement
 from policy.placement.devices import Demand
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,7 +136,7 @@ def test_a_for_over_total_gpus_given_to_the_check_sees_the_gang_view():
     from policy.context import Context
     from policy.expr import compile_condition
     from policy.gang import make_check, split_selector
-    from policy.normalize import normalize
+    from policy.subject.normalize import normalize
 
     sel = _selector('namespace == "train" and total_gpus > 8')
     _, own = split_selector(sel)

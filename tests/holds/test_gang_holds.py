@@ -12,7 +12,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "gangs")
 from gangs_builders import CONTRACT_GANG, H100, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
 
 from policy.placement import GangRequest  # noqa: E402
-from policy.subject import PodSet  # noqa: E402
+from policy.subject.model import PodSet  # noqa: E402
 
 from policy.placement.reservations import RESERVATION_ANNOTATION  # noqa: E402
 
@@ -105,7 +105,7 @@ def test_a_denied_member_of_a_placed_gang_does_not_extend_its_hold():
 def _checked(eng, snap, obj, now: float):
     """A Context after every block ran, before the engine settles it (what a worker thread holds mid-decision)."""
     from policy.context import Context
-    from policy.normalize import normalize
+    from policy.subject.normalize import normalize
 
     w = eng.enrich(normalize(request(obj), snap))
     ctx = Context(w, snap, now, True, state=eng.state_for(snap))

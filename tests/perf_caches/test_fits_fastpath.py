@@ -19,7 +19,7 @@ from test_properties import DEMANDS, clusters  # noqa: E402
 
 from policy.placement import GangRequest, PlacementIndex  # noqa: E402
 from policy.placement.index import FLAT  # noqa: E402
-from policy.subject import PodSet  # noqa: E402
+from policy.subject.model import PodSet  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policy.placement import GangRequest, PlacementIndex
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 L4 = "NVIDIA-L4"

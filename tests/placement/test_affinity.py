@@ -116,7 +116,7 @@ def test_unfit_result_gives_no_patch():
 
 
 def _member(name, gpus=1000, dry_run=False):
-    from policy.subject import PodSet, Workload
+    from policy.subject.model import PodSet, Workload
 
     obj = pod(name, None, gpus=gpus // 1000)
     own = (PodSet(name, 1, gpus),)  # normalization gives a Pod its own one-pod set
@@ -180,7 +180,7 @@ def test_members_arriving_keep_the_reservation_alive():
 
 def test_place_member_uses_the_pods_tolerations():
     from policy.placement import place_member
-    from policy.subject import PodSet, Workload
+    from policy.subject.model import PodSet, Workload
 
     taint = {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
     idx = index([node("t1", taints=[taint]), node("t2", taints=[taint])])
@@ -202,7 +202,7 @@ def test_place_member_uses_the_pods_tolerations():
 def test_a_tolerating_member_s_query_is_re_used_while_the_index_is_unchanged():
     # GPU pods carry `nvidia.com/gpu: Exists` (ExtendedResourceToleration): as dicts the query was unhashable.
     from policy.placement.member import gang_request
-    from policy.subject import PodSet, Workload
+    from policy.subject.model import PodSet, Workload
 
     idx = index([node("n1"), node("n2")])
     obj = pod("m", None, gpus=4)

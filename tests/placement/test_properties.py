@@ -18,7 +18,7 @@ from policy.placement import GangRequest, PlacementIndex
 from policy.placement.aggregates import SHAPES
 from policy.placement.devices import FULL, Demand
 from policy.placement.query import fits, search
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,7 @@ import pytest
 from placement_builders import FABRIC, H100, L4, gang, index, node, pod
 
 from policy.placement import GangRequest, PlacementIndex
-from policy.subject import PodSet
+from policy.subject.model import PodSet
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 MAINT_TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}

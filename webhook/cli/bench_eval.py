@@ -102,7 +102,7 @@ def _cedar(cedar_text, engine, snapshot, request):
         import cedarpy
     except ImportError:
         return None, None, "cedarpy is not installed"
-    from policy.normalize import normalize
+    from policy.subject.normalize import normalize
     from webhook import bench_eval_data as data
 
     w = engine.enrich(normalize(request, snapshot))
@@ -124,7 +124,7 @@ def run(args) -> int:
         return 1
     engine = Engine(policy_set)
     decision = engine.decide(request, snapshot, 0.0, reserve=False)
-    from policy.normalize import normalize
+    from policy.subject.normalize import normalize
 
     w = engine.enrich(normalize(request, snapshot))
     fns = {

@@ -120,9 +120,9 @@ def run(args) -> int:
         raise UsageError(f"--levels takes distinct names among {', '.join(LABELS)}, got {args.levels!r}")
     if args.nodes < 1 or not 1 <= args.gpus_per_node <= 64 or args.queries < 1 or args.events < 1:
         raise UsageError("--nodes, --queries and --events must be positive; --gpus-per-node 1..64")
-    from policy.normalize import pod_demand
+    from policy.subject.normalize import pod_demand
     from policy.placement import GangRequest, PlacementIndex
-    from policy.subject import PodSet
+    from policy.subject.model import PodSet
 
     rng = random.Random(args.seed)
     gen_start = time.perf_counter()

@@ -72,7 +72,7 @@ def _policy_level(policy, texts: dict, subject, gang, topologies):
     from policy.gang import decide_requirement
     from webhook.cli import UsageError
 
-    from policy.subject import replace_workload
+    from policy.subject.model import replace_workload
 
     if subject is not None and subject.kind == "Pod":  # pods listed without a declared minimum are the gang
         listed = sum(ps.count for ps in gang.pod_sets)
@@ -122,9 +122,9 @@ def _read_gang(path: str) -> list[dict]:
 
 def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, args):
     """(GangRequest, the subject the gang is judged as: its group, else its first pod) from the gang's objects: pods give pod sets; a group gives the minimum and topology."""
-    from policy.normalize import normalize_object, pod_demand
+    from policy.subject.normalize import normalize_object, pod_demand
     from policy.placement import GangRequest
-    from policy.subject import PodSet
+    from policy.subject.model import PodSet
     from webhook.cli import UsageError
 
     counts: dict[tuple, int] = {}

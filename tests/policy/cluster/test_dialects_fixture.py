@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from policy.cluster import ClusterSnapshot, is_live
-from policy.normalize import normalize_object
+from policy.subject.normalize import normalize_object
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "cluster" / "dialects.yaml"
 SNAP = ClusterSnapshot.from_text(FIXTURE.read_text())

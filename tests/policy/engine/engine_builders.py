@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lang import ir
 from lang.span import Span
-from policy.subject import Workload
+from policy.subject.model import Workload
 
 S = Span("t.policy", 1, 1, 1, 2)
 

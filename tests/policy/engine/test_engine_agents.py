@@ -99,7 +99,7 @@ def test_allow_connect_when_listed():
 def test_agent_field_is_filled():
     engine = Engine(policy(agents=[BLOCK]))
     req = wrap_manifest(pod("a", "x"), user=AGENT, groups=[], operation="CREATE")["request"]
-    from policy.normalize import normalize
+    from policy.subject.normalize import normalize
 
     assert engine.enrich(normalize(req, ClusterSnapshot())).agent is True
     req = wrap_manifest(pod("a", "x"), user="alice", groups=[], operation="CREATE")["request"]

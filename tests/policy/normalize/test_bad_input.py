@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from policy.normalize import normalize, read_demand
+from policy.subject.normalize import normalize, read_demand
 from tests.policy.builders import container, pod, request, snapshot
 import os
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from policy.normalize import read_demand
+from policy.subject.normalize import read_demand
 from tests.policy.builders import claim, claim_template, device_request, node, pod, snapshot
 
 GI = 2**30

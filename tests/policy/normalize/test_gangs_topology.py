@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from policy.normalize import normalize, normalize_object
+from policy.subject.normalize import normalize, normalize_object
 from tests.policy.builders import container, pod, podgroup, request, snapshot, workload
 
 COSCHED = "scheduling.x-k8s.io/v1alpha1"

@@ -4,8 +4,8 @@ from dataclasses import dataclass, field, fields
 
 import pytest
 
-from policy.normalize import normalize, normalize_object, service_account
-from policy.subject import Workload
+from policy.subject.normalize import normalize, normalize_object, service_account
+from policy.subject.model import Workload
 from tests.policy.builders import container, namespace, pod, priority_class, request, snapshot
 
 

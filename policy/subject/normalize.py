@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from policy.demand import pod_demand, read_demand
-from policy.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
-from policy.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
-from policy.dialects.security import escalations
-from policy.dialects.topology import pod_topology
-from policy.subject import Problem, Workload, make_workload
+from policy.subject.demand import pod_demand, read_demand
+from policy.subject.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
+from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
+from policy.subject.dialects.security import escalations
+from policy.subject.dialects.topology import pod_topology
+from policy.subject.model import Problem, Workload, make_workload
 
 __all__ = ["normalize", "normalize_object", "pod_demand", "read_demand", "service_account"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from policy.dialects import dra, hami, kai
-from policy.dialects.common import BAD_OBJECT as MALFORMED_OBJECT
-from policy.dialects.common import EMPTY, MALFORMED, Bad, whole_count
-from policy.dialects.gpu_whole import MIG_PREFIX, WHOLE, read_mig
-from policy.dialects.product import read_product
-from policy.subject import PodSet, Problem, make_podset
+from policy.subject.dialects import dra, hami, kai
+from policy.subject.dialects.common import BAD_OBJECT as MALFORMED_OBJECT
+from policy.subject.dialects.common import EMPTY, MALFORMED, Bad, whole_count
+from policy.subject.dialects.gpu_whole import MIG_PREFIX, WHOLE, read_mig
+from policy.subject.dialects.product import read_product
+from policy.subject.model import PodSet, Problem, make_podset
 
 _PREFIXES = ("nvidia.com/", "amd.com/")
 

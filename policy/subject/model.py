@@ -1,6 +1,6 @@
 """The normalized subject: one `Workload` view of any governed object, whatever its dialect.
 
-Contract between normalization (`policy/normalize.py`), the engine and placement.
+Contract between normalization (`policy/subject/normalize.py`), the engine and placement.
 Amounts are exact: GPU amounts and fractions in milli-GPU, memory in bytes.
 """
 

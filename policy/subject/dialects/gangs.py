@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from policy.subject import PodSet, Problem
+from policy.subject.model import PodSet, Problem
 
 from .common import EMPTY, MALFORMED, whole_count
 
