@@ -9,7 +9,7 @@ Fit rule, all in exact milli-GPU integers (docs/semantics.md has the derivation)
 
 `used` is what live pods are charged (kept incrementally by `QuotaLedger`, which
 subscribes to the cluster snapshot) plus the holds of admitted pods the snapshot has
-not shown yet. The holds live in the snapshot's `ReservationLedger` (policy/ledger.py),
+not shown yet. The holds live in the snapshot's `ReservationLedger` (policy/cluster/ledger.py),
 so they survive a policy reload; each engine's ledger mirrors them by quota id.
 Per-model and `gpu_memory` limits are hard caps.
 """
@@ -21,10 +21,10 @@ from typing import Callable
 
 from lang import ir
 from lang.quantity import format_bytes, format_milli
-from policy.cluster import is_live
+from policy.cluster.snapshot import is_live
 from policy.context import Context, where
-from policy.ledger import ReservationLedger
-from policy.ledger import pod_key as pod_key  # re-exported: the key holds and charges share
+from policy.cluster.ledger import ReservationLedger
+from policy.cluster.ledger import pod_key  # re-exported: the key holds and charges share
 from policy.weaksub import subscribe_weakly
 
 RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod

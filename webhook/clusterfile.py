@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy.cluster import ClusterSnapshot, SnapshotError
+from policy.cluster.snapshot import ClusterSnapshot, SnapshotError
 from webhook.cli import UsageError
 
 

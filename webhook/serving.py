@@ -108,7 +108,7 @@ def _policy_source(o: ServeOptions) -> PolicySource:
 
 
 def _load_cluster_file(path: str):
-    from policy.cluster import ClusterSnapshot, SnapshotError
+    from policy.cluster.snapshot import ClusterSnapshot, SnapshotError
 
     try:
         text = pathlib.Path(path).read_text(encoding="utf-8")
@@ -140,7 +140,7 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
         state.swap_snapshot(_load_cluster_file(o.cluster), source=f"file {o.cluster}", synced=True)
         state.metrics.cluster_synced.set(1)
     else:
-        from policy.cluster import ClusterSnapshot
+        from policy.cluster.snapshot import ClusterSnapshot
         from webhook.watch import ClusterWatcher, api_client_from
 
         try:

@@ -231,7 +231,7 @@ def _governing(policy_set: Any) -> list[Any]:
 def _decider(policy_set: Any, objects: list[dict], mode: str | None):
     """A fresh engine and snapshot per case, so reservations never leak between cases."""
     try:
-        from policy.cluster import ClusterSnapshot
+        from policy.cluster.snapshot import ClusterSnapshot
         from policy.engine import Engine
     except ImportError as exc:
         raise RuntimeError(f"the policy engine is not built yet ({exc.name} is missing)") from None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from policy.cluster import SnapshotError
+from policy.cluster.snapshot import SnapshotError
 
 log = logging.getLogger("allot.watch")
 GONE = 410

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Sequence
 
-from policy.cluster import is_live
+from policy.cluster.snapshot import is_live
 from policy.placement.aggregates import Tree, add_bulk, apply_contribution, finish_bulk
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, mapping, read_node
 from policy.placement.devices import Demand, NodeState

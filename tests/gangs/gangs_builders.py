@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lang import compile_policies
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
 H100 = "NVIDIA-H100-80GB-HBM3"

@@ -33,7 +33,7 @@ def test_warmed_index_follows_snapshot_events_and_a_new_snapshot(tmp_path):
     state.snapshot.apply("ADDED", node)
     assert index.free_gpus(name) == before
     # A whole new snapshot (relist) gets a fresh state and index, never the old one.
-    from policy.cluster import ClusterSnapshot
+    from policy.cluster.snapshot import ClusterSnapshot
 
     fresh = ClusterSnapshot()
     state.swap_snapshot(fresh, source="test", synced=True)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from placement_builders import BLOCK, FABRIC, HOST, MODELS, RACK, gang, index, node, pod
 from test_properties import check_aggregates
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.placement import PlacementIndex
 
 

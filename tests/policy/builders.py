@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 
 _uid = itertools.count(1)
 

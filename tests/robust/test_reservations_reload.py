@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.admission import wrap_manifest
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from policy.quota import RESERVATION_TTL
 from tests.policy.engine.engine_builders import ns_is, pod, policy, quota

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.builders import gpu_container, pod, podgroup, request
 from tests.robust.robust_engine import real_engine
 from tests.robust.robust_objects import GARBAGE, _paths

@@ -8,7 +8,7 @@ import io
 import orjson
 import pytest
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from tests.robust.robust_engine import real_engine
 from tests.robust.test_review_fuzz import NASTY, REVIEWS, SMALL
 from tests.webhook.wh_harness import make_pki, running

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policy.cluster import ClusterSnapshot, SnapshotError
+from policy.cluster.snapshot import ClusterSnapshot, SnapshotError
 from tests.policy.builders import node, pod, podgroup
 from tests.robust.robust_objects import EVENTS, garbage_object, spoiled
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.builders import pod
 from tests.robust.robust_objects import spoiled
 from webhook.state import State

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from lang import compile_policies
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from webhook import tls
 from webhook.demo_script import steps

@@ -10,7 +10,7 @@ import urllib.parse
 import pytest
 from kubernetes import client
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from webhook.state import State
 from webhook.watch import RESOURCES, ClusterWatcher
 

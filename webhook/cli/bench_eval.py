@@ -67,7 +67,7 @@ def _stats(samples: list[float]) -> dict:
 
 
 def _inputs(args):
-    from policy.cluster import ClusterSnapshot
+    from policy.cluster.snapshot import ClusterSnapshot
     from webhook import bench_eval_data as data
     from webhook.cli import UsageError
     from webhook.cli.eval import build_request, load_policy, load_snapshot, read_document

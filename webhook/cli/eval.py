@@ -67,7 +67,7 @@ def load_policy(paths: list[str]):
 def load_snapshot(path: str | None):
     """The cluster snapshot of `path`, or an empty one."""
     if path is None:
-        from policy.cluster import ClusterSnapshot
+        from policy.cluster.snapshot import ClusterSnapshot
 
         return ClusterSnapshot()
     from webhook.clusterfile import read_cluster_file

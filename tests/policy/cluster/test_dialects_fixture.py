@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from policy.cluster import ClusterSnapshot, is_live
+from policy.cluster.snapshot import ClusterSnapshot, is_live
 from policy.subject.normalize import normalize_object
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "cluster" / "dialects.yaml"

@@ -4,7 +4,7 @@ import os
 
 from hypothesis import given, settings, strategies as st
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.builders import node, pod, podgroup
 
 FUZZ = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "40"))

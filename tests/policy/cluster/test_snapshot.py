@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from policy.cluster import ClusterSnapshot, SnapshotError, is_live
+from policy.cluster.snapshot import ClusterSnapshot, SnapshotError, is_live
 from tests.policy.builders import claim, claim_template, namespace, node, pod, podgroup, priority_class, snapshot
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "cluster"

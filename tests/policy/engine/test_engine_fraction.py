@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 from engine_builders import fraction, policy, workload
 
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
 Gi = 2**30

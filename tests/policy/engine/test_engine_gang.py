@@ -10,7 +10,7 @@ from engine_builders import cmp, field, gang, index, lit, pod, policy, workload
 
 from lang import ir
 from lang.span import Span
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
 S = Span("t.policy", 1, 1, 1, 2)

@@ -7,7 +7,7 @@ import pytest
 from engine_builders import pod, policy, priority
 
 from policy.admission import wrap_manifest
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
 CLASSES = [priority("critical", 1000, preempts=True), priority("prod", 500), priority("batch", 100, default=True, line=3)]

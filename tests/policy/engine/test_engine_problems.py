@@ -6,7 +6,7 @@ import pytest
 from engine_builders import ns_is, pod, policy, quota
 
 from policy.admission import wrap_manifest
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
 QUOTAS = [quota("q", selector=ns_is("team-a"), gpus=8000)]

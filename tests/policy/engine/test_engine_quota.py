@@ -8,7 +8,7 @@ import pytest
 from engine_builders import ns_is, pod, policy, quota
 
 from policy.admission import wrap_manifest
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from policy.quota import RESERVATION_TTL
 

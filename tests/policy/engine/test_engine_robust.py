@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import lang
 from policy.admission import respond, wrap_manifest
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 from policy.decision import Decision
 from policy.engine import Engine
 

@@ -12,7 +12,7 @@ from engine_builders import cmp, field, gpus_gt, index, lit, policy, quota, ns_i
 from lang import ir
 from lang.span import Span
 from policy.engine import Engine
-from policy.cluster import ClusterSnapshot
+from policy.cluster.snapshot import ClusterSnapshot
 
 S = Span("t.policy", 1, 1, 1, 2)
 SLEEPING = rule(

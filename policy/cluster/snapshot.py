@@ -8,9 +8,9 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from policy.subject.dialects.common import EMPTY
 from policy.subject.dialects.gangs import GroupInfo, group_family, read_group
-from policy.cluster_memory import GpuMemoryIndex
-from policy.cluster_shape import shape_problem
-from policy.ledger import ReservationLedger
+from policy.cluster.memory import GpuMemoryIndex
+from policy.cluster.shape import shape_problem
+from policy.cluster.ledger import ReservationLedger
 
 Callback = Callable[[str, "dict | None", "dict | None"], None]
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -68,7 +68,7 @@ class ClusterSnapshot:
     @classmethod
     def from_objects(cls, objs: Iterable[Mapping]) -> "ClusterSnapshot":
         """A snapshot holding `objs` (Lists are flattened); raises SnapshotError on unusable objects."""
-        from policy.cluster_text import flatten
+        from policy.cluster.text import flatten
 
         snap = cls()
         with _collector_paused():
@@ -80,7 +80,7 @@ class ClusterSnapshot:
     @classmethod
     def from_text(cls, text: str) -> "ClusterSnapshot":
         """A snapshot from `kubectl get … -o yaml|json` text (a List, nested Lists or multi-doc YAML)."""
-        from policy.cluster_text import load_documents  # parsing lives apart: YAML/JSON and locations
+        from policy.cluster.text import load_documents  # parsing lives apart: YAML/JSON and locations
 
         snap = cls()
         with _collector_paused():
