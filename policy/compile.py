@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lang import ir
-from policy import agents, fraction, gang, priority, quota, rules
+from policy.blocks import agents, fraction, gang, priority, quota, rules
 from policy.expr import Levels, compile_condition, compile_expr, compile_template
 from policy.context import where
 from policy.pipeline import Step, build_pipeline

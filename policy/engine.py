@@ -13,13 +13,13 @@ from typing import Callable
 
 from lang import ir
 from policy.admission import headline
-from policy.agents import is_marked_agent
+from policy.blocks.agents import is_marked_agent
 from policy.compile import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
-from policy.gang import settle
+from policy.blocks.gang import settle
 from policy.subject.normalize import normalize, normalize_object
-from policy.quota import RESERVATION_TTL, QuotaLedger
+from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
 from policy.weaksub import subscribe_weakly
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)

@@ -13,7 +13,7 @@ from policy.subject.model import PodSet, Workload
 
 @dataclass(frozen=True, slots=True)
 class MemberPlacement:
-    """What `policy/gang.py` needs: fits, a one-line reason, the Placement to record, this member's patch."""
+    """What `policy/blocks/gang.py` needs: fits, a one-line reason, the Placement to record, this member's patch."""
 
     fits: bool
     reason: str

@@ -125,7 +125,7 @@ def _selector(text: str):
     ],
 )
 def test_split_selector_leaves_only_gang_size_conjuncts_to_the_check(selector, want_inline, want_own):
-    from policy.gang import split_selector
+    from policy.blocks.gang import split_selector
 
     inline, own = split_selector(_selector(selector))
     assert (inline is not None, own is not None) == (want_inline, want_own)
@@ -135,7 +135,7 @@ def test_a_for_over_total_gpus_given_to_the_check_sees_the_gang_view():
     # policy/compile.py passes the selector inline today; this is the check's side of the hand-over.
     from policy.context import Context
     from policy.expr import compile_condition
-    from policy.gang import make_check, split_selector
+    from policy.blocks.gang import make_check, split_selector
     from policy.subject.normalize import normalize
 
     sel = _selector('namespace == "train" and total_gpus > 8')

@@ -123,7 +123,7 @@ def _checked(eng, snap, obj, now: float):
 )
 def test_settle_asks_again_when_the_index_changed_since_the_check(taker, want_rack, want_codes):
     from policy.engine import combine
-    from policy.gang import settle
+    from policy.blocks.gang import settle
 
     eng, snap = engine(CONTRACT_GANG + QUOTAS), cluster(*NODES)
     ctx = _checked(eng, snap, kueue_member("m-0", "g", 8, 2), 0.0)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from policy.admission import wrap_manifest
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
-from policy.quota import RESERVATION_TTL
+from policy.blocks.quota import RESERVATION_TTL
 from tests.policy.engine.engine_builders import ns_is, pod, policy, quota
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "120"))

@@ -69,7 +69,7 @@ def _policy_level(policy, texts: dict, subject, gang, topologies):
     from dataclasses import replace
 
     from policy.engine import Engine
-    from policy.gang import decide_requirement
+    from policy.blocks.gang import decide_requirement
     from webhook.cli import UsageError
 
     from policy.subject.model import replace_workload

@@ -10,7 +10,7 @@ from engine_builders import ns_is, pod, policy, quota
 from policy.admission import wrap_manifest
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
-from policy.quota import RESERVATION_TTL
+from policy.blocks.quota import RESERVATION_TTL
 
 G = 1000  # milli-GPU per GPU
 

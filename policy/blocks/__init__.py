@@ -1,0 +1,1 @@
+"""The decision code of each block kind: quota, priority, fraction, gang, agents, rules."""
