@@ -14,7 +14,7 @@ from typing import Callable
 from lang import ir
 from policy.admission import headline
 from policy.blocks.agents import is_marked_agent
-from policy.compile import Compiled, audit_key, compile_policy_set
+from policy.compiler.passes import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.blocks.gang import settle

@@ -204,7 +204,7 @@ def decide_requirement(policy: ir.PolicySet, w):
     whose requirements holds decides (within a block the last matching one wins, as
     on admission); for `allot place`, which asks the policy set what level a gang needs.
     """
-    from policy.expr import Levels, compile_condition
+    from policy.compiler.expr import Levels, compile_condition
 
     levels = Levels(policy.topologies)
     view = gang_view(w)

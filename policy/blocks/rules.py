@@ -12,7 +12,7 @@ from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
-from policy.expr import render_value
+from policy.compiler.expr import render_value
 
 _MAP_PATH = {"labels": ("metadata", "labels"), "annotations": ("metadata", "annotations")}
 

@@ -132,9 +132,9 @@ def test_split_selector_leaves_only_gang_size_conjuncts_to_the_check(selector, w
 
 
 def test_a_for_over_total_gpus_given_to_the_check_sees_the_gang_view():
-    # policy/compile.py passes the selector inline today; this is the check's side of the hand-over.
+    # policy/compiler/passes.py passes the selector inline today; this is the check's side of the hand-over.
     from policy.context import Context
-    from policy.expr import compile_condition
+    from policy.compiler.expr import compile_condition
     from policy.blocks.gang import make_check, split_selector
     from policy.subject.normalize import normalize
 

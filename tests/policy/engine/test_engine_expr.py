@@ -7,7 +7,7 @@ from engine_builders import FABRIC, cmp, field, index, lit, tpl, workload
 
 from lang import ir
 from lang.span import Span
-from policy.expr import Levels, compile_condition, compile_expr, compile_template
+from policy.compiler.expr import Levels, compile_condition, compile_expr, compile_template
 
 S = Span("t.policy", 1, 1, 1, 2)
 STR = ir.Type.STRING

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from lang import ir
 from lang.span import Span
-from policy.expr import Levels, compile_expr, compile_reference
-from policy.pipeline import Step, build_pipeline
+from policy.compiler.expr import Levels, compile_expr, compile_reference
+from policy.compiler.pipeline import Step, build_pipeline
 
 S = Span("t.policy", 1, 1, 1, 2)
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "150"))

@@ -14,9 +14,9 @@ from typing import Callable
 
 from lang import ir
 from policy.blocks import agents, fraction, gang, priority, quota, rules
-from policy.expr import Levels, compile_condition, compile_expr, compile_template
+from policy.compiler.expr import Levels, compile_condition, compile_expr, compile_template
 from policy.context import where
-from policy.pipeline import Step, build_pipeline
+from policy.compiler.pipeline import Step, build_pipeline
 
 MODES = ("enforce", "warn", "audit")
 

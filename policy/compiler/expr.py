@@ -50,10 +50,10 @@ def compile_expr(expr: ir.Expr, levels: Levels | None = None) -> Getter:
     """A function computing `expr` on a Workload: ONE generated Python function per expression.
 
     Nested closures cost a call per node; the generated function evaluates the whole
-    expression inline (see `policy/exprgen.py`), with the same semantics as the
+    expression inline (see `policy/compiler/exprgen.py`), with the same semantics as the
     reference closures of `compile_reference` (a differential test holds them equal).
     """
-    from policy.exprgen import generate
+    from policy.compiler.exprgen import generate
 
     return generate(expr, levels or Levels())
 
@@ -67,7 +67,7 @@ def compile_condition(expr: ir.Expr | None, levels: Levels | None = None) -> Cal
     """A truth-valued function, or None for "no condition" (always true; callers skip the call)."""
     if expr is None:
         return None
-    from policy.exprgen import generate_condition
+    from policy.compiler.exprgen import generate_condition
 
     return generate_condition(expr, levels or Levels())
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from lang import ir
-from policy.expr import Levels
-from policy.exprgen import Gen, source
+from policy.compiler.expr import Levels
+from policy.compiler.exprgen import Gen, source
 
 
 @dataclass(frozen=True)
