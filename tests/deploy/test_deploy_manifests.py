@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import deploy_apiserver as api
 import deploy_builders as b
 from lang import ir
-from policy import manifests as m
-from policy import manifests_cel as cel
-from policy.manifests_scope import NamespaceScope, eval_without_gpu, namespace_scope
+from policy.manifests import configurations as m
+from policy.manifests import cel
+from policy.manifests.scope import NamespaceScope, eval_without_gpu, namespace_scope
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "80"))
 K8S_VERSIONS = ("1.33.0", kubernetes_validate.latest_version())

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import deploy_apiserver as api
 import deploy_builders as b
 from lang import ir
-from policy import manifests as m
-from policy import manifests_match
+from policy.manifests import configurations as m
+from policy.manifests import match as manifests_match
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "80"))
 

@@ -110,7 +110,7 @@ def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path,
                   namespace: str = "allot-system", port: int = 443, ca_bundle: str | None = None,
                   sign_key: str | None = None) -> Written:
     """Write the webhook configurations, PriorityClasses, bundle and kustomization for a checked set into `out`."""
-    from policy import manifests
+    from policy.manifests import configurations as manifests
     from webhook import bundle
 
     data = bundle.encode_bundle(sources)

@@ -13,7 +13,7 @@ import json
 import re
 
 from lang import ir
-from policy.manifests_scope import NamespaceScope
+from policy.manifests.scope import NamespaceScope
 
 USERNAME = "request.userInfo.username"
 GROUPS = "request.userInfo.groups"

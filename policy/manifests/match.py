@@ -11,8 +11,8 @@ untranslatable atom is `false`, so the negation still over-approximates.
 from __future__ import annotations
 
 from lang import ir
-from policy import manifests_cel as cel
-from policy.manifests_scope import eval_without_gpu, needs_gpu
+from policy.manifests import cel
+from policy.manifests.scope import eval_without_gpu, needs_gpu
 
 TRUE, FALSE = "true", "false"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lang import ir
-from policy import manifests_cel as cel
-from policy import manifests_match as match
-from policy.manifests_scope import NamespaceScope, needs_gpu, scope_of, union_scopes
+from policy.manifests import cel
+from policy.manifests import match
+from policy.manifests.scope import NamespaceScope, needs_gpu, scope_of, union_scopes
 
 API = "admissionregistration.k8s.io/v1"
 NAME_LABEL = "kubernetes.io/metadata.name"
