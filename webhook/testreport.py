@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Iterator
 
-from policy.testing_expect import Mismatch
+from policy.testing.expect import Mismatch
 from webhook.testrunner import CaseOutcome, Run
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from policy.testing import DEFAULT_NOW, Case, CaseResult, TestFile, run_case
+from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, TestFile, run_case
 from webhook.cli import UsageError
 
 SUFFIX = ".test.yaml"

@@ -3,8 +3,8 @@
 import pytest
 
 from policy.decision import Decision, Placement, Reason
-from policy.testing import Expect
-from policy.testing_expect import compare_decision
+from policy.testing.cases import Expect
+from policy.testing.expect import compare_decision
 
 OBJ = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "x"}}}
 

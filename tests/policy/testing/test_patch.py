@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.testing_patch import PatchError, apply_patch
+from policy.testing.patch import PatchError, apply_patch
 
 BASE = {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "m"}]}}
 

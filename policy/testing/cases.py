@@ -13,8 +13,8 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policy.decision import Decision
-from policy.testing_expect import Mismatch, compare_decision
-from policy.testing_patch import apply_patch
+from policy.testing.expect import Mismatch, compare_decision
+from policy.testing.patch import apply_patch
 
 DEFAULT_NOW = 1_800_000_000.0  # a fixed instant (2027-01-15) so cases never depend on the wall clock
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")

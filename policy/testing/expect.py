@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from policy.decision import Decision
-from policy.testing_patch import PatchError, apply_patch
+from policy.testing.patch import PatchError, apply_patch
 
 if TYPE_CHECKING:
-    from policy.testing import Expect
+    from policy.testing.cases import Expect
 
 
 @dataclass(frozen=True, slots=True)

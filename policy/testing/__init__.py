@@ -1,0 +1,1 @@
+"""Policy test cases: the `*.test.yaml` schema, running a case, comparing decisions, applying patches."""
