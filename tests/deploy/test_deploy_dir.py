@@ -149,7 +149,7 @@ def test_cluster_role_only_reads_what_the_snapshot_watches():
     granted = {(g, res) for r in rules for g in r["apiGroups"] for res in r["resources"]}
     assert not any("*" in g or "*" in res for g, res in granted)
     assert ("", "secrets") not in granted
-    from webhook.watch import RESOURCES  # what the watcher actually lists
+    from webhook.server.watch import RESOURCES  # what the watcher actually lists
 
     for res in RESOURCES:
         group = res.api_version.rpartition("/")[0]

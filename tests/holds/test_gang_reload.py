@@ -12,8 +12,8 @@ from gangs_builders import CONTRACT_GANG, DECLS, cluster, engine, kueue_member, 
 
 from lang import compile_policies  # noqa: E402
 from policy.engine import Engine  # noqa: E402
-from webhook.reload import PolicyReloader, PolicySource  # noqa: E402
-from webhook.state import State  # noqa: E402
+from webhook.server.reload import PolicyReloader, PolicySource  # noqa: E402
+from webhook.server.state import State  # noqa: E402
 
 # Rack r1 holds 16 free GPUs (the best fit for a 2 x 8 gang), rack r2 24.
 NODES = (node("n1", "r1"), node("n2", "r1"), node("n3", "r2"), node("n4", "r2"), node("n5", "r2"))

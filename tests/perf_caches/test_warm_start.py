@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from webhook.cli.demo import _default_cluster, _default_policy
-from webhook.serving import ServeOptions, prepare
+from webhook.server.serving import ServeOptions, prepare
 
 
 def _prepared(tmp_path):
@@ -42,7 +42,7 @@ def test_warmed_index_follows_snapshot_events_and_a_new_snapshot(tmp_path):
 
 
 def test_a_reloaded_engine_builds_its_own_index(tmp_path):
-    from webhook.reload import PolicyReloader, PolicySource
+    from webhook.server.reload import PolicyReloader, PolicySource
 
     state = _prepared(tmp_path)
     old_engine = state.engine

@@ -15,9 +15,9 @@ from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.builders import gpu_container, pod, podgroup, request
 from tests.robust.robust_engine import real_engine
 from tests.robust.robust_objects import GARBAGE, _paths
-from webhook.decisionlog import DecisionLog
-from webhook.review import handle
-from webhook.state import State
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.review import handle
+from webhook.server.state import State
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

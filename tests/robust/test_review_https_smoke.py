@@ -12,8 +12,8 @@ from policy.cluster.snapshot import ClusterSnapshot
 from tests.robust.robust_engine import real_engine
 from tests.robust.test_review_fuzz import NASTY, REVIEWS, SMALL
 from tests.webhook.wh_harness import make_pki, running
-from webhook.decisionlog import DecisionLog
-from webhook.state import State
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.state import State
 
 
 @pytest.fixture(scope="module")

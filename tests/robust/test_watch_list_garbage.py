@@ -5,8 +5,8 @@ from __future__ import annotations
 from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.builders import pod
 from tests.robust.robust_objects import spoiled
-from webhook.state import State
-from webhook.watch import RESOURCES, ClusterWatcher, resource_id
+from webhook.server.state import State
+from webhook.server.watch import RESOURCES, ClusterWatcher, resource_id
 
 
 def test_one_bad_list_item_is_skipped_and_the_kind_syncs():

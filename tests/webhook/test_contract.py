@@ -8,9 +8,9 @@ import aiohttp
 import orjson
 import pytest
 
-from webhook import tls
-from webhook.reload import PolicyReloader, PolicySource
-from webhook.serving import ServeOptions, StartError, prepare, start
+from webhook.server import tls
+from webhook.server.reload import PolicyReloader, PolicySource
+from webhook.server.serving import ServeOptions, StartError, prepare, start
 
 from wh_harness import pod, review
 from wh_policy import BROKEN, QUOTA_4, write

@@ -17,10 +17,10 @@ import pytest
 from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
-from webhook import tls
+from webhook.server import tls
 from webhook.demo_script import steps
 from webhook.replay import NO_REQUEST, replay
-from webhook.serving import ServeOptions, start
+from webhook.server.serving import ServeOptions, start
 from webhook.sources import read_policy_sources
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

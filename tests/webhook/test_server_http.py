@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from policy.decision import Decision
-from webhook.decisionlog import DecisionLog
-from webhook.state import PROBATION, State
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.state import PROBATION, State
 
 from wh_harness import make_pki, review, running
 from wh_standin import DENY_QUOTA, WARN_LONG, FixedEngine, RaisingEngine, StallingEngine, admission_module
@@ -194,7 +194,7 @@ TIMEOUTS = [
 
 @pytest.mark.parametrize("text,want_seconds", TIMEOUTS)
 def test_parse_timeout_reads_go_durations(text, want_seconds):
-    from webhook.review import parse_timeout
+    from webhook.server.review import parse_timeout
 
     assert parse_timeout(text) == want_seconds
 

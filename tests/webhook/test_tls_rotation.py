@@ -9,8 +9,9 @@ import aiohttp
 import orjson
 from cryptography import x509
 
-from webhook import certs, tls
-from webhook.serving import ServeOptions, start
+from webhook import certs
+from webhook.server import tls
+from webhook.server.serving import ServeOptions, start
 
 from wh_harness import pod, review
 from wh_policy import write

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from policy.cluster.snapshot import ClusterSnapshot
-from webhook.state import State
-from webhook.watch import RESOURCES, ClusterWatcher
+from webhook.server.state import State
+from webhook.server.watch import RESOURCES, ClusterWatcher
 
 from wh_standin import admission_module
 
@@ -160,8 +160,8 @@ def test_serve_with_a_kubeconfig_is_ready_only_after_the_first_sync(fake_api, tm
 
     import aiohttp
 
-    from webhook import tls
-    from webhook.serving import ServeOptions, start
+    from webhook.server import tls
+    from webhook.server.serving import ServeOptions, start
     from wh_policy import write
 
     pdir, _ = write(tmp_path)

@@ -9,7 +9,8 @@ import uuid
 import aiohttp
 from aiohttp import web
 
-from webhook import certs, server, tls
+from webhook import certs
+from webhook.server import app as server, tls
 
 
 def make_pki(directory: pathlib.Path) -> dict:

@@ -170,8 +170,8 @@ def run(args) -> int:
     """Start both servers, load each at each concurrency, print figures and ratios."""
     from webhook.cli import UsageError
     from webhook.cli.demo import _default_cluster, _default_policy
-    from webhook.serving import self_signed
-    from webhook.tls import client_context
+    from webhook.server.serving import self_signed
+    from webhook.server.tls import client_context
 
     if args.requests < 100 or args.warmup < 0 or args.rounds < 1:
         raise UsageError("--requests must be at least 100, --warmup not negative, --rounds at least 1")

@@ -162,10 +162,10 @@ def run(args) -> int:
     import aiohttp
     import orjson
 
-    from webhook import tls
+    from webhook.server import tls
     from webhook.cli.serve import run_loop
     from webhook.demo_script import steps
-    from webhook.serving import ServeOptions, StartError, start
+    from webhook.server.serving import ServeOptions, StartError, start
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     policy = pathlib.Path(args.policy) if args.policy else _default_policy()

@@ -37,8 +37,8 @@ def add_arguments(parser) -> None:
 
 def options_from(args, decision_log):
     """ServeOptions from parsed arguments; UsageError for contradictions."""
-    from webhook.serving import ServeOptions, env_in_cluster
-    from webhook.state import DEFAULT_MAX_BODY
+    from webhook.server.serving import ServeOptions, env_in_cluster
+    from webhook.server.state import DEFAULT_MAX_BODY
 
     in_cluster = args.in_cluster or (not args.cluster and not args.kubeconfig and env_in_cluster())
     if not (args.cluster or args.kubeconfig or in_cluster):
@@ -89,7 +89,7 @@ def run(args) -> int:
     import logging
     import signal
 
-    from webhook.serving import StartError, start
+    from webhook.server.serving import StartError, start
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     opts = options_from(args, open_log(args.decision_log))

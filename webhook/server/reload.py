@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from webhook.state import PolicyStatus, adopt_gangs, warm_engine
+from webhook.server.state import PolicyStatus, adopt_gangs, warm_engine
 
 log = logging.getLogger("allot.reload")
 

@@ -17,10 +17,11 @@ from typing import IO
 
 from aiohttp import web
 
-from webhook import certs, server, tls
-from webhook.decisionlog import DecisionLog
-from webhook.reload import PolicyReloader, PolicySource
-from webhook.state import DEFAULT_MAX_BODY, State, warm_engine
+from webhook import certs
+from webhook.server import app as server, tls
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.reload import PolicyReloader, PolicySource
+from webhook.server.state import DEFAULT_MAX_BODY, State, warm_engine
 
 log = logging.getLogger("allot.serve")
 
@@ -141,7 +142,7 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
         state.metrics.cluster_synced.set(1)
     else:
         from policy.cluster.snapshot import ClusterSnapshot
-        from webhook.watch import ClusterWatcher, api_client_from
+        from webhook.server.watch import ClusterWatcher, api_client_from
 
         try:
             api = api_client_from(o.kubeconfig)

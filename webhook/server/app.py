@@ -17,7 +17,7 @@ from typing import Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from webhook import review as rv
+from webhook.server import review as rv
 
 log = logging.getLogger("allot.server")
 STATE = web.AppKey("allot_state", object)

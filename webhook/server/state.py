@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook.decisionlog import DecisionLog
-from webhook.metrics import Metrics
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.metrics import Metrics
 
 ON_ERROR = ("allow", "deny")
 DEFAULT_MAX_BODY = 7 * 1024 * 1024  # object + oldObject of up to 3 MiB each (etcd's limit) plus envelope
