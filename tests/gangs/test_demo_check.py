@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from webhook.cli.demo import _reason, check, reasons
-from webhook.demo_script import Expect, Step, steps
+from webhook.demo.script import Expect, Step, steps
 
 DENIED = {"allowed": False, "status": {"message": "allot denied: agents x: no allow matches CREATE pods (p.policy:1:1); "
                                                   "rule r: a sleeping agent holds 1 GPUs; release them (p.policy:9:3)"}}

@@ -18,7 +18,7 @@ from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from webhook.server import tls
-from webhook.demo_script import steps
+from webhook.demo.script import steps
 from webhook.replay import NO_REQUEST, replay
 from webhook.server.serving import ServeOptions, start
 from webhook.sources import read_policy_sources

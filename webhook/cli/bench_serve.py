@@ -68,7 +68,7 @@ def _bodies() -> list[tuple[str, bytes]]:
 
     import orjson
 
-    from webhook.demo_script import steps
+    from webhook.demo.script import steps
 
     picked = [s for s in steps() if s.review["request"]["operation"] in ("CREATE", "CONNECT")]
     out = []

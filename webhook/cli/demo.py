@@ -164,7 +164,7 @@ def run(args) -> int:
 
     from webhook.server import tls
     from webhook.cli.serve import run_loop
-    from webhook.demo_script import steps
+    from webhook.demo.script import steps
     from webhook.server.serving import ServeOptions, StartError, start
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

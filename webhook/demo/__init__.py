@@ -1,0 +1,1 @@
+"""The embedded demo: a 256-node cluster and the scripted reviews `allot demo` sends."""
