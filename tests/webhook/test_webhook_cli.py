@@ -94,7 +94,7 @@ def test_bench_serve_runs_both_servers_and_reports_every_figure():
 def test_bench_requests_cycle_the_mix_each_with_its_own_uid():
     import orjson
 
-    from webhook.cli.bench_serve import _bodies, _requests
+    from webhook.bench.serve import _bodies, _requests
 
     bodies = _bodies()
     reqs = _requests(bodies, 2 * len(bodies) + 1)
@@ -108,7 +108,7 @@ def test_bench_requests_cycle_the_mix_each_with_its_own_uid():
 def test_load_generator_refuses_an_empty_run():
     import asyncio
 
-    from webhook.loadgen import run_load
+    from webhook.bench.loadgen import run_load
 
     with pytest.raises(ValueError, match="at least one request"):
         asyncio.run(run_load("127.0.0.1", 1, None, [b""], total=0, concurrency=1))

@@ -1,6 +1,6 @@
 """`allot bench check|eval|place|serve`: benchmark commands that print figures and baseline ratios.
 
-Each benchmark lives in `webhook/cli/bench_<name>.py` with `add_arguments` and `run`.
+Each benchmark lives in `webhook/bench/<name>.py` with `add_arguments` and `run`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
     subs = parser.add_subparsers(dest="bench", metavar="BENCH", parser_class=type(parser))
     for name, help_text in BENCHES.items():
         sub = subs.add_parser(name, help=help_text, description=help_text)
-        mod = importlib.import_module(f"webhook.cli.bench_{name}")
+        mod = importlib.import_module(f"webhook.bench.{name}")
         mod.add_arguments(sub)
         sub.set_defaults(_bench=mod.run)
 

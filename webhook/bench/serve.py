@@ -84,7 +84,7 @@ def _requests(bodies: list[tuple[str, bytes]], count: int) -> list[bytes]:
     """`count` encoded POSTs cycling through the mix, each with its own uid (the API server never repeats one)."""
     import uuid
 
-    from webhook.loadgen import encode_post
+    from webhook.bench.loadgen import encode_post
 
     out = []
     for i in range(count):
@@ -145,7 +145,7 @@ def _measure(port: int, pid: int, ctx, bodies, *, total: int, warmup: int, concu
     import asyncio
 
     from webhook.cli.serve import run_loop
-    from webhook.loadgen import run_load
+    from webhook.bench.loadgen import run_load
 
     requests = _requests(bodies, warmup + total)
     out: dict = {}
@@ -190,7 +190,7 @@ def run(args) -> int:
                  "--decision-log", str(work / "decisions.jsonl")],
                 stdout=subprocess.DEVNULL, stderr=ae, env=env)
             procs.append(allot)
-            floor = subprocess.Popen([sys.executable, "-m", "webhook.cli.bench_serve", "--floor", cert, key],
+            floor = subprocess.Popen([sys.executable, "-m", "webhook.bench.serve", "--floor", cert, key],
                                      stdout=subprocess.DEVNULL, stderr=fe, env=env)
             procs.append(floor)
         try:

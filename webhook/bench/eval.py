@@ -2,7 +2,7 @@
 
     allot bench eval [--policy DIR] [--cluster FILE] [REQUEST] [--runs N] [--json]
 
-Without --policy, a realistic generated 30-block set (webhook/bench_eval_data.py) is
+Without --policy, a realistic generated 30-block set (webhook/bench/eval_data.py) is
 used, with its Cedar equivalent for the baseline; without --cluster, a generated
 64-node cluster; without REQUEST, a 2-GPU training pod. The input is parsed JSON
 already: the timed call is `Engine.decide(request, snapshot, now)` on the
@@ -68,7 +68,7 @@ def _stats(samples: list[float]) -> dict:
 
 def _inputs(args):
     from policy.cluster.snapshot import ClusterSnapshot
-    from webhook import bench_eval_data as data
+    from webhook.bench import eval_data as data
     from webhook.cli import UsageError
     from webhook.cli.eval import build_request, load_policy, load_snapshot, read_document
 
@@ -103,7 +103,7 @@ def _cedar(cedar_text, engine, snapshot, request):
     except ImportError:
         return None, None, "cedarpy is not installed"
     from policy.subject.normalize import normalize
-    from webhook import bench_eval_data as data
+    from webhook.bench import eval_data as data
 
     w = engine.enrich(normalize(request, snapshot))
     creq = data.cedar_request(w, request, engine, snapshot)
