@@ -1,6 +1,6 @@
 """Policy test cases: the strict `*.test.yaml` schema and running one case against a decide function.
 
-Pure: no file reads, no clock. The runner (`webhook/testrunner.py`) reads files,
+Pure: no file reads, no clock. The runner (`webhook/testing/runner.py`) reads files,
 builds the engine and cluster snapshot, and hands `run_case` a `decide` callable.
 """
 

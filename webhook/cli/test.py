@@ -19,8 +19,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Find, run and report; the last line printed is `N passed, M failed`."""
-    from webhook.testreport import coverage_lines, junit_xml, tally, text_lines
-    from webhook.testrunner import find_targets, run_targets
+    from webhook.testing.report import coverage_lines, junit_xml, tally, text_lines
+    from webhook.testing.runner import find_targets, run_targets
 
     if args.junit and pathlib.Path(args.junit).is_dir():
         raise UsageError(f"--junit {args.junit}: is a directory")

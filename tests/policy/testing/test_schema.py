@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from webhook.testrunner import load_test_file
+from webhook.testing.runner import load_test_file
 
 POD = "{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ml}}"
 

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from typing import Iterator
 
 from policy.testing.expect import Mismatch
-from webhook.testrunner import CaseOutcome, Run
+from webhook.testing.runner import CaseOutcome, Run
 
 
 def _indent(text: str, pad: str = "    ") -> str:
