@@ -10,16 +10,13 @@ from policy.subject.dialects.common import EMPTY
 from policy.subject.dialects.gangs import GroupInfo, group_family, read_group
 from policy.cluster.memory import GpuMemoryIndex
 from policy.cluster.shape import shape_problem
+from policy.cluster.errors import SnapshotError
 from policy.cluster.ledger import ReservationLedger
 
 Callback = Callable[[str, "dict | None", "dict | None"], None]
 EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 # Kinds without a namespace; everything else is keyed by (namespace, name).
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PriorityClass", "DeviceClass"})
-
-
-class SnapshotError(ValueError):
-    """Cluster state that cannot be loaded; the message is one located line."""
 
 
 def is_live(pod: Mapping) -> bool:

@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Mapping
 import orjson  # ~4x faster than json for large `kubectl get -o json` dumps (256k nodes)
 import yaml
 
-from policy.cluster.snapshot import SnapshotError
+from policy.cluster.errors import SnapshotError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_DEPTH = 1000  # Kubernetes objects nest a few dozen levels; the JSON path (orjson) stops at 1024 too

@@ -13,7 +13,7 @@ import fnmatch
 import re
 
 from lang import ir
-from policy.compiler.expr import Levels, attr_name, compile_level_compare
+from policy.compiler.reference import Levels, attr_name, compile_level_compare
 
 # Subject fields that are never None on a Workload: their comparisons skip the None test.
 NEVER_NONE = frozenset(
