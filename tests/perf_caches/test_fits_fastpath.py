@@ -7,15 +7,12 @@ the full search on random small clusters, before and after usage changes, holds 
 from __future__ import annotations
 
 import os
-import pathlib
-import sys
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "placement"))
-from placement_builders import H100, L4, MODELS, gang, index, node, pod  # noqa: E402
-from test_properties import DEMANDS, clusters  # noqa: E402
+from tests.policy.placement.placement_builders import H100, L4, MODELS, gang, index, node, pod  # noqa: E402
+from tests.policy.placement.test_properties import DEMANDS, clusters  # noqa: E402
 
 from policy.placement import GangRequest, PlacementIndex  # noqa: E402
 from policy.placement.index import FLAT  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from engine_builders import agents, allow, cmp, deny, field as fld, lit, ns_is, pod, policy, tpl
+from tests.policy.engine.engine_builders import agents, allow, cmp, deny, field as fld, lit, ns_is, pod, policy, tpl
 
 from lang import ir
 from lang.span import Span

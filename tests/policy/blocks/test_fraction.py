@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from engine_builders import fraction, policy, workload
+from tests.policy.engine.engine_builders import fraction, policy, workload
 
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine

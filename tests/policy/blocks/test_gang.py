@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import jsonpatch
 import pytest
-from engine_builders import cmp, field, gang, index, lit, pod, policy, workload
+from tests.policy.engine.engine_builders import cmp, field, gang, index, lit, pod, policy, workload
 
 from lang import ir
 from lang.span import Span

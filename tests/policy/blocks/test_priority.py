@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from engine_builders import pod, policy, priority
+from tests.policy.engine.engine_builders import pod, policy, priority
 
 from policy.admission import wrap_manifest
 from policy.cluster.snapshot import ClusterSnapshot

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from engine_builders import ns_is, pod, policy, quota
+from tests.policy.engine.engine_builders import ns_is, pod, policy, quota
 
 from policy.admission import wrap_manifest
 from policy.cluster.snapshot import ClusterSnapshot
@@ -109,7 +109,7 @@ def test_fractional_amounts_are_exact():
 
 
 def _shared_workload(milli: int):
-    from engine_builders import workload
+    from tests.policy.engine.engine_builders import workload
 
     return workload(namespace="solo", gpus=milli, fraction=milli)
 

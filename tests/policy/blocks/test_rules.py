@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import jsonpatch
 import pytest
-from engine_builders import cmp, field, gpus_gt, index, lit, policy, quota, ns_is, rule, tpl, workload
+from tests.policy.engine.engine_builders import cmp, field, gpus_gt, index, lit, policy, quota, ns_is, rule, tpl, workload
 
 from lang import ir
 from lang.span import Span

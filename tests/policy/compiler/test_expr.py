@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_builders import FABRIC, cmp, field, index, lit, tpl, workload
+from tests.policy.engine.engine_builders import FABRIC, cmp, field, index, lit, tpl, workload
 
 from lang import ir
 from lang.span import Span

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from engine_builders import FABRIC, workload
+from tests.policy.engine.engine_builders import FABRIC, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

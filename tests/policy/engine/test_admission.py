@@ -6,7 +6,7 @@ import base64
 import json
 
 import pytest
-from engine_builders import pod
+from tests.policy.engine.engine_builders import pod
 
 from policy.admission import ReviewError, parse_review, respond, wrap_manifest
 from policy.decision import Decision, Reason

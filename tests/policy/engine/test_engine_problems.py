@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_builders import ns_is, pod, policy, quota
+from tests.policy.engine.engine_builders import ns_is, pod, policy, quota
 
 from policy.admission import wrap_manifest
 from policy.cluster.snapshot import ClusterSnapshot

@@ -6,7 +6,7 @@ import copy
 
 import jsonpatch
 import pytest
-from placement_builders import BLOCK, RACK, gang, index, node, pod
+from tests.policy.placement.placement_builders import BLOCK, RACK, gang, index, node, pod
 
 from policy.placement import GangPlanner, affinity_patch, reservation_patch
 

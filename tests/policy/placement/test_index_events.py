@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from placement_builders import BLOCK, FABRIC, HOST, MODELS, RACK, gang, index, node, pod
+from tests.policy.placement.placement_builders import BLOCK, FABRIC, HOST, MODELS, RACK, gang, index, node, pod
 from test_properties import check_aggregates
 
 from policy.cluster.snapshot import ClusterSnapshot

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from placement_builders import gang, index, node
+from tests.policy.placement.placement_builders import gang, index, node
 
 from policy.placement import GangPlanner
 

@@ -12,7 +12,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from placement_builders import BLOCK, H100, HOST, L4, MODELS, RACK, node, pod
+from tests.policy.placement.placement_builders import BLOCK, H100, HOST, L4, MODELS, RACK, node, pod
 
 from policy.placement import GangRequest, PlacementIndex
 from policy.placement.aggregates import SHAPES

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import pytest
-from placement_builders import FABRIC, H100, L4, gang, index, node, pod
+from tests.policy.placement.placement_builders import FABRIC, H100, L4, gang, index, node, pod
 
 from policy.placement import GangRequest, PlacementIndex
 from policy.subject.model import PodSet

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from placement_builders import node, pod
+from tests.policy.placement.placement_builders import node, pod
 
 from webhook.cli import main
 

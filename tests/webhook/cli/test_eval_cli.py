@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from engine_builders import pod
+from tests.policy.engine.engine_builders import pod
 
 from policy.admission import wrap_manifest
 from webhook.cli import main

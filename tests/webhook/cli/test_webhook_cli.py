@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from wh_policy import write
+from tests.webhook.wh_policy import write
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def allot(*args, timeout=60):

@@ -12,8 +12,8 @@ from webhook.server import tls
 from webhook.server.reload import PolicyReloader, PolicySource
 from webhook.server.serving import ServeOptions, StartError, prepare, start
 
-from wh_harness import pod, review
-from wh_policy import BROKEN, QUOTA_4, write
+from tests.webhook.wh_harness import pod, review
+from tests.webhook.wh_policy import BROKEN, QUOTA_4, write
 
 
 def options(tmp_path, **kw) -> ServeOptions:

@@ -15,8 +15,8 @@ from policy.decision import Decision
 from webhook.server.decisionlog import DecisionLog
 from webhook.server.state import PROBATION, State
 
-from wh_harness import make_pki, review, running
-from wh_standin import DENY_QUOTA, WARN_LONG, FixedEngine, RaisingEngine, StallingEngine, admission_module
+from tests.webhook.wh_harness import make_pki, review, running
+from tests.webhook.wh_standin import DENY_QUOTA, WARN_LONG, FixedEngine, RaisingEngine, StallingEngine, admission_module
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from webhook import certs
 from webhook.server import tls
 from webhook.server.serving import ServeOptions, start
 
-from wh_harness import pod, review
-from wh_policy import write
+from tests.webhook.wh_harness import pod, review
+from tests.webhook.wh_policy import write
 
 
 class Delayed:

@@ -14,7 +14,7 @@ from policy.cluster.snapshot import ClusterSnapshot
 from webhook.server.state import State
 from webhook.server.watch import RESOURCES, ClusterWatcher
 
-from wh_standin import admission_module
+from tests.webhook.wh_standin import admission_module
 
 
 def node(name, rv, rack="r1"):
@@ -162,7 +162,7 @@ def test_serve_with_a_kubeconfig_is_ready_only_after_the_first_sync(fake_api, tm
 
     from webhook.server import tls
     from webhook.server.serving import ServeOptions, start
-    from wh_policy import write
+    from tests.webhook.wh_policy import write
 
     pdir, _ = write(tmp_path)
     kubeconfig = tmp_path / "kubeconfig"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gangs_builders import cluster, engine, kueue_member, node, request
+from tests.policy.blocks.gang.gangs_builders import cluster, engine, kueue_member, node, request
 
 BIG_GANGS_ONLY = """
 gang big {

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "gangs"))  # the gang tests' builders
-from gangs_builders import CONTRACT_GANG, H100, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
+from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, H100, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
 
 from policy.placement import GangRequest  # noqa: E402
 from policy.subject.model import PodSet  # noqa: E402

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gangs_builders import CONTRACT_GANG, bound, cluster, engine, kueue_member, kueue_workload, node, rack_of, request
+from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, bound, cluster, engine, kueue_member, kueue_workload, node, rack_of, request
 
 # Rack r1 holds 16 free GPUs (the tightest for a 2 x 8 gang), rack r2 24.
 NODES = (node("n1", "r1"), node("n2", "r1"), node("n3", "r2"), node("n4", "r2"), node("n5", "r2"))
@@ -105,7 +105,7 @@ def test_a_dry_run_member_sees_the_domain_but_holds_nothing_more():
 
 
 def _selector(text: str):
-    from gangs_builders import DECLS
+    from tests.policy.blocks.gang.gangs_builders import DECLS
 
     from lang import compile_policies
 

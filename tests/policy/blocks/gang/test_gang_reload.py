@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "gangs"))  # the gang tests' builders
-from gangs_builders import CONTRACT_GANG, DECLS, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
+from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, DECLS, cluster, engine, kueue_member, node, rack_of, request  # noqa: E402
 
 from lang import compile_policies  # noqa: E402
 from policy.engine import Engine  # noqa: E402
