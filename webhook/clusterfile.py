@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policy.cluster.snapshot import ClusterSnapshot, SnapshotError
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 
 
 def read_cluster_file(path: str) -> ClusterSnapshot:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 
 
 def _decode(data: bytes) -> str:

@@ -6,14 +6,10 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from policy.decision import Decision
 from policy.testing.patch import PatchError, apply_patch
-
-if TYPE_CHECKING:
-    from policy.testing.cases import Expect
-
 
 @dataclass(frozen=True, slots=True)
 class Mismatch:
@@ -87,7 +83,7 @@ def subset_diff(want: Any, got: Any, path: str = "") -> list[str]:
     return [] if want == got and type(want) is type(got) else [f"{path or '/'}: expected {want!r}, got {got!r}"]
 
 
-def _check_patched(expect: "Expect", decision: Decision, obj: Mapping) -> Iterator[Mismatch]:
+def _check_patched(expect, decision: Decision, obj: Mapping) -> Iterator[Mismatch]:
     try:
         patched = apply_patch(obj, decision.patch)
     except PatchError as exc:
@@ -102,7 +98,7 @@ def _check_patched(expect: "Expect", decision: Decision, obj: Mapping) -> Iterat
         yield Mismatch("patched", expect.patched, patched, "; ".join(problems))
 
 
-def _check_placement(expect: "Expect", decision: Decision) -> Iterator[Mismatch]:
+def _check_placement(expect, decision: Decision) -> Iterator[Mismatch]:
     p = decision.placement
     got = None if p is None else decision.to_json()["placement"]
     want = expect.placement
@@ -118,8 +114,8 @@ def _check_placement(expect: "Expect", decision: Decision) -> Iterator[Mismatch]
         yield Mismatch("placement", want_d, got, "placement differs")
 
 
-def compare_decision(expect: "Expect", decision: Decision, obj: Mapping) -> list[Mismatch]:
-    """Every expectation of `expect` that `decision` (on object `obj`) does not meet."""
+def compare_decision(expect, decision: Decision, obj: Mapping) -> list[Mismatch]:
+    """Every expectation of `expect` (a case's `cases.Expect`) that `decision` (on object `obj`) does not meet."""
     out: list[Mismatch] = []
     if decision.allowed != expect.allowed:
         out.append(Mismatch("allowed", expect.allowed, decision.allowed, _verdict(decision)))

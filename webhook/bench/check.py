@@ -61,7 +61,7 @@ def _median_ms(samples: list[float]) -> float:
 def run(args) -> int:
     """Print parse, check and total times (median of --repeat) against the budget and a raw-lark baseline."""
     from lang import check, parse
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     if args.blocks < 1 or args.blocks > 1_000_000 or args.repeat < 1:
         raise UsageError("N must be 1..1000000 and --repeat at least 1")

@@ -69,7 +69,7 @@ def _stats(samples: list[float]) -> dict:
 def _inputs(args):
     from policy.cluster.snapshot import ClusterSnapshot
     from webhook.bench import eval_data as data
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.cli.eval import build_request, load_policy, load_snapshot, read_document
 
     if args.runs < 10:

@@ -113,7 +113,7 @@ class NaiveIndex:
 
 def run(args) -> int:
     """Build, measure, print."""
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     levels = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
     if not levels or any(lv not in LABELS for lv in levels) or len(set(levels)) != len(levels):

@@ -168,7 +168,7 @@ def _measure(port: int, pid: int, ctx, bodies, *, total: int, warmup: int, concu
 
 def run(args) -> int:
     """Start both servers, load each at each concurrency, print figures and ratios."""
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.cli.demo import _default_cluster, _default_policy
     from webhook.server.serving import self_signed
     from webhook.server.tls import client_context

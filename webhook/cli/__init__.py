@@ -31,8 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class UsageError(Exception):
-    """A bad invocation: printed as one line, exit 2."""
+from webhook.errors import UsageError  # defined below the CLI, so the libraries it calls raise it without importing the CLI
 
 
 class _Parser(argparse.ArgumentParser):

@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     """Dispatch to the chosen benchmark."""
     if not getattr(args, "_bench", None):
-        from webhook.cli import UsageError
+        from webhook.errors import UsageError
 
         raise UsageError("name a benchmark: " + ", ".join(BENCHES))
     return args._bench(args)

@@ -10,7 +10,7 @@ import os
 import pathlib
 import sys
 
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 
 
 def add_arguments(parser) -> None:

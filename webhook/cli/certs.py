@@ -11,11 +11,11 @@ points at this service; entries of other services are left alone.
 from __future__ import annotations
 
 import pathlib
-import re
 
 import yaml
 
-from webhook.cli import UsageError
+from webhook.emit import HEADER, check_dns_label, dump_yaml, write_text
+from webhook.errors import UsageError
 
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
@@ -68,7 +68,6 @@ def _yaml_files(paths: list[pathlib.Path]) -> list[pathlib.Path]:
 
 def inject_ca_bundle(path: pathlib.Path, ca_bundle: str, service: str, namespace: str) -> int:
     """Set caBundle on this service's webhook entries in one YAML file; returns how many entries changed."""
-    from webhook.cli.compile import HEADER, dump_yaml, write_text
 
     text = path.read_text(encoding="utf-8")
     try:
@@ -88,15 +87,6 @@ def inject_ca_bundle(path: pathlib.Path, ca_bundle: str, service: str, namespace
         header = HEADER if text.startswith(HEADER) else ""
         write_text(path, header + dump_yaml(docs))
     return changed
-
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-
-
-def check_dns_label(flag: str, value: str) -> None:
-    """UsageError unless `value` is a DNS-1123 label (Service and namespace names end up in SANs and URLs)."""
-    if not _DNS_LABEL.fullmatch(value):
-        raise UsageError(f"{flag} {value!r}: not a DNS label (lowercase letters, digits and '-', at most 63)")
 
 
 def run(args) -> int:

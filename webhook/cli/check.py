@@ -20,7 +20,7 @@ def run(args) -> int:
 
     sources = read_policy_sources(args.paths or ["policies"])
     if not sources:
-        from webhook.cli import UsageError
+        from webhook.errors import UsageError
 
         raise UsageError("no .policy files found in " + ", ".join(args.paths or ["policies"]))
     _, diags = lang.compile_policies(sources)

@@ -25,7 +25,7 @@ def _default_policy() -> pathlib.Path:
     for candidate in (pathlib.Path.cwd() / "policies", REPO / "policies"):
         if candidate.is_dir():
             return candidate
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     raise UsageError("no policies/ directory here or in the repository; pass --policy DIR")
 

@@ -51,7 +51,7 @@ def load_policy(paths: list[str]):
     """The compiled PolicySet of `paths`; prints diagnostics and returns None on errors."""
     import lang
     from lang.diagnostics import render_all
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.sources import read_policy_sources
 
     sources = read_policy_sources(paths)
@@ -79,7 +79,7 @@ def read_document(path: str) -> dict:
     """One YAML/JSON object from a file or stdin; UsageError with one line otherwise."""
     import yaml
 
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
@@ -101,7 +101,7 @@ def read_document(path: str) -> dict:
 def build_request(doc: dict, *, user: str, groups, operation: str) -> dict:
     """The AdmissionReview `request` of a document: parsed if it is a review, else the wrapped manifest."""
     from policy.admission import ReviewError, parse_review, wrap_manifest
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     try:
         if doc.get("kind") == "AdmissionReview":
@@ -118,7 +118,7 @@ def run(args) -> int:
 
     from policy.admission import respond
     from policy.engine import Engine
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     if args.now is not None and not math.isfinite(args.now):  # nan/inf would make every expiry comparison false
         raise UsageError(f"--now {args.now}: give a finite number of Unix seconds")
@@ -152,7 +152,7 @@ def run(args) -> int:
 
 def _replay(args) -> int:
     from policy.engine import Engine
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.replay import render, replay
 
     policy_set = load_policy(args.policy)

@@ -16,7 +16,7 @@ def run(args) -> int:
     """Exit 0 when everything is (now) formatted, 1 when --check finds changes or a file has syntax errors."""
     from lang.diagnostics import render_all
     from lang.format import FormatError, format_source
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.sources import read_policy_sources
 
     sources = read_policy_sources(args.paths or ["policies"])

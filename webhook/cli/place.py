@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
 
 
 def _parse_levels(text: str):
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     levels = []
     for part in text.split(","):
@@ -51,7 +51,7 @@ def _parse_levels(text: str):
 
 def _from_policy(path: str):
     from lang import compile_policies
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.sources import read_policy_sources
 
     sources = read_policy_sources([path])
@@ -70,7 +70,7 @@ def _policy_level(policy, texts: dict, subject, gang, topologies):
 
     from policy.engine import Engine
     from policy.blocks.gang import decide_requirement
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     from policy.subject.model import replace_workload
 
@@ -92,7 +92,7 @@ def _policy_level(policy, texts: dict, subject, gang, topologies):
 def _read_gang(path: str) -> list[dict]:
     import yaml
 
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     try:
         with open(path, encoding="utf-8-sig") as fh:
@@ -125,7 +125,7 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
     from policy.subject.normalize import normalize_object, pod_demand
     from policy.placement import GangRequest
     from policy.subject.model import PodSet
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
 
     counts: dict[tuple, int] = {}
     group = None
@@ -177,7 +177,7 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
 def run(args) -> int:
     """Load the cluster, read the gang, query, print JSON; exit 0 fits, 3 does not."""
     from policy.placement import PlacementIndex
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.clusterfile import read_cluster_file
 
     if args.per_gpu is not None and args.per_gpu < 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 
 
 def add_arguments(parser) -> None:

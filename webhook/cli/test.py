@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 
 
 def add_arguments(parser) -> None:

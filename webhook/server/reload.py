@@ -70,7 +70,7 @@ def _read_sources(source: PolicySource) -> list[tuple[str, str]]:
             raise PolicyLoadError(f"bundle {source.path} refused: {exc}") from None
         except OSError as exc:
             raise PolicyLoadError(f"cannot read {exc.filename}: {exc.strerror}") from None
-    from webhook.cli import UsageError
+    from webhook.errors import UsageError
     from webhook.sources import read_policy_sources, relative_sources
 
     try:

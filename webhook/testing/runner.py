@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, TestFile, run_case
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 
 SUFFIX = ".test.yaml"
 

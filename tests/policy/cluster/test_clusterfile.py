@@ -2,7 +2,7 @@
 
 import pytest
 
-from webhook.cli import UsageError
+from webhook.errors import UsageError
 from webhook.clusterfile import read_cluster_file
 
 
