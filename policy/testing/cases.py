@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from policy.decision import Decision
 from policy.testing.expect import Mismatch, compare_decision
@@ -19,6 +19,8 @@ from policy.testing.patch import apply_patch
 DEFAULT_NOW = 1_800_000_000.0  # a fixed instant (2027-01-15) so cases never depend on the wall clock
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 WRAP_KEYS = ("user", "groups", "operation", "dryRun", "namespace", "old")
+# Kinds the snapshot keys by (namespace,) name alone; other kinds (gang objects, …) also need their apiVersion
+_KEYED_BY_NAME = frozenset({"Pod", "Node", "Namespace", "PriorityClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass"})
 
 
 class _Strict(BaseModel):
@@ -112,12 +114,67 @@ class Send(_Strict):
         return self
 
 
+class Prior(Send):
+    """A `before` request; `persist: true` also stores what was admitted in the cluster state, as the API server would."""
+
+    persist: bool = False
+
+    @model_validator(mode="after")
+    def _persistable(self) -> "Prior":
+        op = (self.request.get("request") or {}).get("operation") if is_review(self.request) else self.operation
+        if self.persist and op == "CONNECT":
+            raise ValueError("persist: a CONNECT stores nothing in the cluster")
+        return self
+
+
+class ObjectRef(_Strict):
+    """An object to remove from the cluster state: kind, name, namespace (namespaced kinds) and apiVersion (gang objects)."""
+
+    kind: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    api_version: str | None = Field(default=None, alias="apiVersion")
+
+    def as_object(self) -> dict:
+        """The minimal object a snapshot delete needs."""
+        meta = {"name": self.name, **({"namespace": self.namespace} if self.namespace is not None else {})}
+        return {"apiVersion": self.api_version or "", "kind": self.kind, "metadata": meta}
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+class ClusterEdit(_Strict):
+    """A `before` step that changes the case's cluster state: objects added (or replaced), then objects removed."""
+
+    add: list[dict[str, Any]] = Field(default_factory=list)  # full objects, as `kubectl get -o yaml` shows them
+    remove: list[ObjectRef] = Field(default_factory=list)  # each must be in the cluster state
+
+    @model_validator(mode="after")
+    def _something(self) -> "ClusterEdit":
+        if not self.add and not self.remove:
+            raise ValueError("a cluster edit needs `add` or `remove` (or both)")
+        return self
+
+
+def _step_kind(value: Any) -> str:
+    """`edit` for a step with add/remove and no request, else `send`: one schema's errors, not two."""
+    if isinstance(value, dict) and "request" not in value and ("add" in value or "remove" in value):
+        return "edit"
+    if isinstance(value, ClusterEdit):
+        return "edit"
+    return "send"
+
+
+Step = Annotated[Union[Annotated[Prior, Tag("send")], Annotated[ClusterEdit, Tag("edit")]], Discriminator(_step_kind)]
+
+
 class Case(Send):
     """One request against one cluster state, with its expectations."""
 
     name: str = Field(min_length=1)
     cluster: str | dict[str, Any] | None = None  # path relative to the test file, or an inline List
-    before: list[Send] = Field(default_factory=list)  # admitted first, on the same engine and snapshot
+    before: list[Step] = Field(default_factory=list)  # requests admitted and cluster edits, in order, on one engine and snapshot
     mutate: bool = True  # decide as the mutating endpoint (patches included) or the validating one
     mode: Literal["enforce", "warn", "audit"] | None = None  # override every block's mode
     expect: Expect
@@ -139,12 +196,20 @@ class TestFile(_Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> "TestFile":
-        seen: set[str] = set()
-        for case in self.cases:
+        seen: dict[str, int] = {}
+        for i, case in enumerate(self.cases):
             if case.name in seen:
-                raise ValueError(f"two cases are named {case.name!r}")
-            seen.add(case.name)
+                raise DuplicateCase(case.name, i, seen[case.name])
+            seen[case.name] = i
         return self
+
+
+class DuplicateCase(ValueError):
+    """Two cases share a name; carries both indexes so the reader can point at the second one."""
+
+    def __init__(self, name: str, index: int, first: int) -> None:
+        super().__init__(f"two cases are named {name!r} (cases[{first}] and cases[{index}])")
+        self.name, self.index, self.first = name, index, first
 
 
 def _attr(key: str) -> str:
@@ -198,29 +263,96 @@ class CaseResult:
 
 
 Decide = Callable[[dict, bool, float], Decision]  # (review, mutate, now) -> decision
+Edit = Callable[[str, dict], bool]  # (ADDED|DELETED, object) -> changed; raises ValueError on an unusable object
+
+
+class SetupError(Exception):
+    """A `before` step that could not be carried out: the case is an ERROR, never a pass."""
 
 
 def admit(prior: Send, decide: Decide, now: float) -> Decision:
     """Send `prior` as the API server does: /mutate, apply its patch, then /validate (which reserves)."""
+    return _admit(prior, decide, now)[0]
+
+
+def _admit(prior: Send, decide: Decide, now: float) -> tuple[Decision, dict]:
+    """(the validating decision, the request as validated: patched by /mutate)."""
     review = build_review(prior)
     mutated = decide(review, True, now)
     if not mutated.allowed or not mutated.patch or not review["request"].get("object"):
-        return mutated if not mutated.allowed else decide(review, False, now)
-    patched = {**review, "request": {**review["request"], "object": apply_patch(review["request"]["object"], mutated.patch)}}
-    return decide(patched, False, now)
+        return (mutated if not mutated.allowed else decide(review, False, now)), review["request"]
+    request = {**review["request"], "object": apply_patch(review["request"]["object"], mutated.patch)}
+    return decide({**review, "request": request}, False, now), request
 
 
-def run_case(case: Case, decide: Decide, now: float = DEFAULT_NOW) -> CaseResult:
-    """Admit the case's `before` requests, then decide its request and compare with every expectation."""
+def _persist(request: dict, edit: Edit, where: str) -> None:
+    """Store what the API server stores after admitting `request`: the object, or its removal on DELETE."""
+    if request.get("operation") == "DELETE":
+        gone = request.get("oldObject")
+        if not isinstance(gone, dict) or not edit("DELETED", gone):
+            raise SetupError(f"{where}: persist: the deleted object is not in the cluster state")
+        return
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        raise SetupError(f"{where}: persist: the request has no object to store")
+    _edit(edit, "ADDED", obj, where)
+
+
+def _edit(edit: Edit, event: str, obj: dict, where: str) -> bool:
     try:
-        for i, prior in enumerate(case.before):
-            earlier = admit(prior, decide, float(prior.now) if prior.now is not None else now)
-            if not earlier.allowed:
-                why = "; ".join(r.message for r in earlier.denials) or "no reason given"
-                return CaseResult(case.name, error=f"before[{i}] was denied, so the case cannot set up: {why}")
+        return edit(event, obj)
+    except ValueError as exc:
+        raise SetupError(f"{where}: {exc}") from None
+
+
+def _apply_edit(step: ClusterEdit, edit: Edit, where: str) -> None:
+    for j, obj in enumerate(step.add):
+        _edit(edit, "ADDED", obj, f"{where}.add[{j}]")
+    for j, ref in enumerate(step.remove):
+        if not _edit(edit, "DELETED", ref.as_object(), f"{where}.remove[{j}]"):
+            hint = "" if ref.api_version or ref.kind in _KEYED_BY_NAME else " (for a gang object, give its apiVersion)"
+            raise SetupError(f"{where}.remove[{j}]: {ref} is not in the cluster state{hint}")
+
+
+def _setup(case: Case, decide: Decide, edit: Edit | None, now: float) -> None:
+    """Carry out the `before` steps in order; SetupError names the step that did not hold."""
+    for i, step in enumerate(case.before):
+        where = f"before[{i}]"
+        if isinstance(step, ClusterEdit) or step.persist:
+            if edit is None:
+                raise SetupError(f"{where}: this runner cannot change the cluster state")
+        if isinstance(step, ClusterEdit):
+            _apply_edit(step, edit, where)
+            continue
+        earlier, request = _admit(step, decide, float(step.now) if step.now is not None else now)
+        if not earlier.allowed:
+            why = "; ".join(r.message for r in earlier.denials) or "no reason given"
+            raise SetupError(f"{where} was denied, so the case cannot set up: {why}")
+        if step.persist:
+            _persist(request, edit, where)
+
+
+def run_case(case: Case, decide: Decide, now: float = DEFAULT_NOW, edit: Edit | None = None) -> CaseResult:
+    """Carry out the case's `before` steps, then decide its request and compare with every expectation.
+
+    `edit` changes the case's cluster state (cluster edits and `persist: true`); without it those steps are errors.
+    """
+    try:
+        _setup(case, decide, edit, now)
         review = build_review(case)
         decision = decide(review, case.mutate, float(case.now) if case.now is not None else now)
+    except SetupError as exc:
+        return CaseResult(case.name, error=str(exc))
     except Exception as exc:  # an engine bug is a failed case with a one-line reason, not a crash
         return CaseResult(case.name, error=f"{type(exc).__name__}: {exc}")
     obj = review["request"].get("object") or {}
     return CaseResult(case.name, tuple(compare_decision(case.expect, decision, obj)), decision)
+
+
+def case_warnings(case: Case, result: CaseResult) -> list[str]:
+    """What makes a case weaker than it looks: a denial expected without the reason codes that must cause it."""
+    if case.expect.allowed or case.expect.codes is not None:
+        return []
+    got = sorted({r.code for r in result.decision.reasons}) if result.decision is not None else []
+    hint = f"; it got codes: [{', '.join(got)}]" if got else ""
+    return [f"expects a denial but names no `codes:`, so a denial for another reason would pass it{hint}"]

@@ -39,6 +39,8 @@ def text_lines(run: Run, *, verbose: bool = False) -> Iterator[str]:
             yield failure_text(o)
         elif verbose:
             yield f"ok   {o.id}"
+    for where, message in run.warnings:
+        yield f"WARN {where}\n  {message}"
 
 
 def tally(run: Run) -> str:

@@ -7,15 +7,17 @@ plus those in each ancestor of D up to (and including) the PATH root given.
 from __future__ import annotations
 
 import copy
+import difflib
 import fnmatch
 import pathlib
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 
-from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, TestFile, run_case
+from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, case_warnings, run_case
 from webhook.errors import UsageError
 
 SUFFIX = ".test.yaml"
@@ -51,6 +53,7 @@ class Run:
     file_errors: list[tuple[str, str]] = field(default_factory=list)  # (file, one-line message)
     blocks: set[tuple[str, str]] = field(default_factory=set)  # (location, id) of governing blocks of sets used
     exercised: set[tuple[str, str]] = field(default_factory=set)  # (location, id) seen in Decision.blocks
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (file:line::case, message): informs, exit unchanged
 
     @property
     def failed(self) -> int:
@@ -120,17 +123,87 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
 
 def _located(err: dict, lines: dict[tuple, int]) -> tuple[int, str]:
     """The line and the dotted document path of one pydantic error (union tags dropped)."""
+    loc = tuple(err["loc"])
+    dup = (err.get("ctx") or {}).get("error")
+    if isinstance(dup, DuplicateCase):  # raised by the file's validator, so pydantic locates it at the top
+        loc = ("cases", dup.index, "name")
     path: tuple = ()
-    for part in err["loc"]:
+    for part in loc:
         if path + (part,) in lines:
             path += (part,)
-    shown = path + ((err["loc"][-1],) if err["type"] == "missing" and err["loc"] else ())
+    shown = path + ((loc[-1],) if err["type"] == "missing" and loc else ())
     dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in shown).lstrip(".")
     return lines.get(path, 1), dotted or "(top)"
 
 
+def _message(err: dict, lines: dict[tuple, int]) -> str:
+    dup = (err.get("ctx") or {}).get("error")
+    if isinstance(dup, DuplicateCase):
+        return f"two cases are named {dup.name!r}; the first is cases[{dup.first}] at line {lines.get(('cases', dup.first), 1)}"
+    return err["msg"]
+
+
+def _hint(err: dict) -> str:
+    """` (did you mean `allowed`?)` for an unknown key close to a known one of the same mapping."""
+    loc = tuple(err["loc"])
+    if err["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+        return ""
+    close = difflib.get_close_matches(loc[-1], sorted(known_keys(loc[:-1])), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _models(annotation: Any, tag: str | None = None) -> dict[str, type]:
+    """The schema models an annotation can hold, by union tag (the class name when untagged)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {tag or annotation.__name__: annotation}
+    if typing.get_origin(annotation) is typing.Annotated:
+        inner, *meta = typing.get_args(annotation)
+        tags = [m.tag for m in meta if isinstance(m, Tag)]
+        return _models(inner, tags[0] if tags else tag)
+    out: dict[str, type] = {}
+    for arg in typing.get_args(annotation):
+        out.update(_models(arg))
+    return out
+
+
+def known_keys(loc: tuple) -> set[str]:
+    """The keys the schema accepts in the mapping at pydantic location `loc` (aliases as written in YAML)."""
+    models: dict[str, type] = {"TestFile": TestFile}
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if part in models and len(models) > 1:
+            models = {part: models[part]}
+            continue
+        for model in models.values():
+            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+            if field is not None:
+                models = _models(field.annotation)
+                break
+    return {f.alias or n for m in models.values() for n, f in m.model_fields.items()}
+
+
+def case_lines(node: yaml.Node | None) -> dict[int, int]:
+    """Case index -> the 1-based line its entry starts on, for reports that point at a case."""
+    lines = _line_map(node) if node is not None else {}
+    return {p[1]: line for p, line in lines.items() if len(p) == 2 and p[0] == "cases" and isinstance(p[1], int)}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedFile:
+    """A validated test file and where each case starts."""
+
+    tests: TestFile
+    lines: dict[int, int]
+
+
 def load_test_file(path: pathlib.Path) -> TestFile:
     """Parse and strictly validate one test file; ValueError carries `file:line: message` lines."""
+    return read_test_file(path).tests
+
+
+def read_test_file(path: pathlib.Path) -> LoadedFile:
+    """`load_test_file`, keeping the line of each case."""
     shown = display(path)
     text = path.read_text(encoding="utf-8")
     loader = yaml.SafeLoader(text)
@@ -145,13 +218,13 @@ def load_test_file(path: pathlib.Path) -> TestFile:
     if not isinstance(data, dict):
         raise ValueError(f"{shown}:1: a test file is a mapping with `cases:`")
     try:
-        return TestFile.model_validate(data)
+        return LoadedFile(TestFile.model_validate(data), case_lines(node))
     except ValidationError as exc:
         lines = _line_map(node)
         msgs = []
         for err in exc.errors():
             line, where = _located(err, lines)
-            msg = f"{shown}:{line}: {where}: {err['msg']}"
+            msg = f"{shown}:{line}: {where}: {_message(err, lines)}{_hint(err)}"
             if msg not in msgs:
                 msgs.append(msg)
         raise ValueError("\n".join(msgs)) from None
@@ -237,7 +310,9 @@ def _decider(policy_set: Any, objects: list[dict], mode: str | None):
         raise RuntimeError(f"the policy engine is not built yet ({exc.name} is missing)") from None
     engine = Engine(policy_set, mode_override=mode)
     snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
-    return lambda review, mutate, now: engine.decide(review["request"], snapshot, now, mutate=mutate)
+    decide = lambda review, mutate, now: engine.decide(review["request"], snapshot, now, mutate=mutate)  # noqa: E731
+    edit = lambda event, obj: snapshot.apply(event, copy.deepcopy(obj))  # noqa: E731 - SnapshotError is a ValueError
+    return decide, edit
 
 
 def _selected(file: str, case: Case, pattern: str | None) -> bool:
@@ -254,17 +329,20 @@ def run_targets(targets: list[Target], pattern: str | None = None) -> Run:
     for target in targets:
         shown = display(target.path)
         try:
-            tf = load_test_file(target.path)
+            loaded = read_test_file(target.path)
         except (ValueError, OSError, UnicodeDecodeError) as exc:
             if pattern is None or pattern in shown or fnmatch.fnmatchcase(shown, pattern):
                 run.file_errors.append((shown, str(exc)))
             continue
-        cases = [c for c in tf.cases if _selected(shown, c, pattern)]
+        tf = loaded.tests
+        cases = [(i, c) for i, c in enumerate(tf.cases) if _selected(shown, c, pattern)]
         if not cases:
             continue
         policy_set, problem = sets.get(policy_files(target), target)
-        for case in cases:
-            run.outcomes.append(CaseOutcome(shown, case.name, _run_one(case, tf, target, policy_set, problem, clusters)))
+        for i, case in cases:
+            result = _run_one(case, tf, target, policy_set, problem, clusters)
+            run.outcomes.append(CaseOutcome(shown, case.name, result))
+            run.warnings += [(f"{shown}:{loaded.lines.get(i, 1)}::{case.name}", w) for w in case_warnings(case, result)]
         if policy_set is not None:
             where = {b.id: str(b.span) for b in _governing(policy_set)}
             for o in run.outcomes[-len(cases):]:
@@ -280,9 +358,9 @@ def _run_one(case: Case, tf: TestFile, target: Target, policy_set: Any, problem:
         spec = case.cluster if case.cluster is not None else tf.cluster
         objects = clusters.objects(spec, target.path.parent)
         now = float(tf.now) if tf.now is not None else DEFAULT_NOW
-        decide = _decider(policy_set, objects, case.mode)
+        decide, edit = _decider(policy_set, objects, case.mode)
     except (ValueError, RuntimeError, OSError, yaml.YAMLError) as exc:
         return CaseResult(case.name, error=str(exc).splitlines()[0])
     except Exception as exc:  # a snapshot or engine constructor bug: a failed case, not a traceback
         return CaseResult(case.name, error=f"{type(exc).__name__}: {exc}")
-    return run_case(case, decide, now)
+    return run_case(case, decide, now, edit)

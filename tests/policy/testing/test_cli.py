@@ -43,8 +43,8 @@ def case(name: str, request: str, expect: str) -> str:
 
 GOOD = [
     case("small pod allowed and labeled", pod("ml", 2), "{allowed: true, patch: [{op: add, path: /metadata/labels/team, value: ml}]}"),
-    case("big pod denied", pod("ml", 8, "{team: ml}"), '{allowed: false, denied_by: [rule no-big], messages: ["too many GPUs: 8$"]}'),
-    case("ancestor policy applies", pod("blocked", 0), '{allowed: false, denied_by: [rule blocked-ns], messages: ["blocked is closed"]}'),
+    case("big pod denied", pod("ml", 8, "{team: ml}"), '{allowed: false, denied_by: [rule no-big], codes: [RuleDenied], messages: ["too many GPUs: 8$"]}'),
+    case("ancestor policy applies", pod("blocked", 0), '{allowed: false, denied_by: [rule blocked-ns], codes: [RuleDenied], messages: ["blocked is closed"]}'),
 ]
 
 WRONG = [
@@ -156,7 +156,7 @@ def test_a_broken_test_file_fails_with_its_line(tree, capsys):
     (tree / "root" / "broken.test.yaml").write_text("cases:\n  - name: b\n    request: {kind: Pod}\n    expect: {allowd: true}\n")
     code, lines, _ = allot_test(capsys, "root")
     assert (code, lines[-1]) == (1, "1 passed, 1 failed")
-    assert "  root/broken.test.yaml:4: cases[0].expect.allowd: Extra inputs are not permitted" in lines
+    assert "  root/broken.test.yaml:4: cases[0].expect.allowd: Extra inputs are not permitted (did you mean `allowed`?)" in lines
 
 
 def test_a_policy_that_does_not_compile_fails_every_case(tree, capsys):

@@ -24,7 +24,7 @@ BAD = [
             expect:
               allowed: true
               alowed: false
-        """, 6, "expect.alowed: Extra inputs are not permitted"),
+        """, 6, "expect.alowed: Extra inputs are not permitted (did you mean `allowed`?)"),
     ("allowed is required", f"""\
         cases:
           - name: a
@@ -78,9 +78,64 @@ BAD = [
           - name: a
             request: {POD}
             expect: {{allowed: true}}
-        """, 1, "two cases are named 'a'"),
+        """, 5, "cases[1].name: two cases are named 'a'; the first is cases[0] at line 2"),
+    ("misspelt key in a before request", f"""\
+        cases:
+          - name: a
+            before:
+              - reqest: {POD}
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 4, "cases[0].before[0].reqest: Extra inputs are not permitted (did you mean `request`?)"),
+    ("misspelt key in a cluster edit", f"""\
+        cases:
+          - name: a
+            before:
+              - add: [{POD}]
+                remov: []
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 5, "cases[0].before[0].remov: Extra inputs are not permitted (did you mean `remove`?)"),
+    ("misspelt key in a removal", f"""\
+        cases:
+          - name: a
+            before:
+              - remove: [{{kind: Pod, nam: p}}]
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 4, "cases[0].before[0].remove[0].nam: Extra inputs are not permitted (did you mean `name`?)"),
+    ("misspelt alias", f"""\
+        cases:
+          - name: a
+            dryrun: true
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 3, "cases[0].dryrun: Extra inputs are not permitted (did you mean `dryRun`?)"),
+    ("a key like no other gets no guess", f"""\
+        cases:
+          - name: a
+            zzzz: 1
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 3, "cases[0].zzzz: Extra inputs are not permitted"),
+    ("an empty cluster edit", f"""\
+        cases:
+          - name: a
+            before:
+              - {{add: [], remove: []}}
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 4, "needs `add` or `remove`"),
+    ("persist on a CONNECT", f"""\
+        cases:
+          - name: a
+            before:
+              - {{persist: true, operation: CONNECT, request: {POD}}}
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 4, "a CONNECT stores nothing"),
     ("no cases", "cases: []\n", 1, "at least 1 item"),
-    ("unknown top-level key", "clusters: x.yaml\ncases: []\n", 1, "clusters: Extra inputs"),
+    ("unknown top-level key", "clusters: x.yaml\ncases: []\n", 1, "clusters: Extra inputs are not permitted (did you mean `cluster`?)"),
     ("not a mapping", "- a\n- b\n", 1, "a mapping with `cases:`"),
     ("invalid yaml", "cases:\n  - name: [\n", 3, "invalid YAML"),
     ("bad operation", f"""\
@@ -100,6 +155,8 @@ def test_bad_test_files_name_the_line(tmp_path, name, body, want_line, want_text
         load_test_file(path)
     first = next(line for line in str(err.value).splitlines() if want_text in line)
     assert f"x.test.yaml:{want_line}:" in first
+    if name == "a key like no other gets no guess":
+        assert "did you mean" not in first
 
 
 def test_good_file_keeps_defaults_and_aliases(tmp_path):
