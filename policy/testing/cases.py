@@ -255,6 +255,7 @@ class CaseResult:
     mismatches: tuple[Mismatch, ...] = ()
     decision: Decision | None = None
     error: str | None = None
+    notes: tuple[str, ...] = ()  # context for a failure the decision alone does not show (e.g. a globalDefault class)
 
     @property
     def passed(self) -> bool:

@@ -138,12 +138,16 @@ def run(args) -> int:
     now = args.now if args.now is not None else time.time()
     engine = Engine(policy_set)
     if args.explain:
+        from policy.priority_origin import global_default_note
+
         decision, trace, workload = engine.explain(request, snapshot, now, mutate=args.mutate)
+        note = global_default_note(request.get("object"), snapshot, policy_set.priorities)
+        notes = [note] if note else []
         if args.format == "json":
             steps = [{"block": b, "location": loc, "text": text} for b, loc, text in trace]
-            print(json.dumps({"decision": decision.to_json(), "trace": steps}, indent=2, default=str))
+            print(json.dumps({"decision": decision.to_json(), "trace": steps, "notes": notes}, indent=2, default=str))
         else:
-            print(render_explain(request, workload, decision, trace, policy_set))
+            print(render_explain(request, workload, decision, trace, policy_set, notes))
     else:
         decision = engine.decide(request, snapshot, now, mutate=args.mutate, reserve=False)
         print(json.dumps(respond(request, decision, mutate=args.mutate), indent=2))
@@ -210,7 +214,7 @@ def _fmt_subject(w) -> str:
     return " ".join(parts)
 
 
-def render_explain(request: dict, w, decision, trace, policy_set) -> str:
+def render_explain(request: dict, w, decision, trace, policy_set, notes=()) -> str:
     """The human trace: request, subject, each block's steps with their source line, the outcome."""
     from policy.admission import headline
 
@@ -222,6 +226,8 @@ def render_explain(request: dict, w, decision, trace, policy_set) -> str:
         f" by {user.get('username')} (groups: {', '.join(user.get('groups') or []) or 'none'})",
         f"subject   {w.kind}: {_fmt_subject(w)}",
     ]
+    for n in notes:
+        out.append(f"priority  {n}")
     for p in w.problems:
         out.append(f"problem   {p.code}: {p.message}")
     current = None

@@ -25,9 +25,10 @@ def describe(m: Mismatch) -> str:
 def failure_text(o: CaseOutcome) -> str:
     """The full report of one failed case."""
     r = o.result
+    notes = [f"  note: {n}" for n in r.notes]
     if r.error is not None:
-        return f"ERROR {o.id}\n  {r.error}"
-    return "\n".join([f"FAIL {o.id}", *(describe(m) for m in r.mismatches)])
+        return "\n".join([f"ERROR {o.id}", f"  {r.error}", *notes])
+    return "\n".join([f"FAIL {o.id}", *(describe(m) for m in r.mismatches), *notes])
 
 
 def text_lines(run: Run, *, verbose: bool = False) -> Iterator[str]:

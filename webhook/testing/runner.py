@@ -7,6 +7,7 @@ plus those in each ancestor of D up to (and including) the PATH root given.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import fnmatch
 import pathlib
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Tag, ValidationError
 
-from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, case_warnings, run_case
+from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, build_review, case_warnings, run_case
 from webhook.errors import UsageError
 
 SUFFIX = ".test.yaml"
@@ -312,7 +313,7 @@ def _decider(policy_set: Any, objects: list[dict], mode: str | None):
     snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
     decide = lambda review, mutate, now: engine.decide(review["request"], snapshot, now, mutate=mutate)  # noqa: E731
     edit = lambda event, obj: snapshot.apply(event, copy.deepcopy(obj))  # noqa: E731 - SnapshotError is a ValueError
-    return decide, edit
+    return decide, edit, snapshot
 
 
 def _selected(file: str, case: Case, pattern: str | None) -> bool:
@@ -358,9 +359,22 @@ def _run_one(case: Case, tf: TestFile, target: Target, policy_set: Any, problem:
         spec = case.cluster if case.cluster is not None else tf.cluster
         objects = clusters.objects(spec, target.path.parent)
         now = float(tf.now) if tf.now is not None else DEFAULT_NOW
-        decide, edit = _decider(policy_set, objects, case.mode)
+        decide, edit, snapshot = _decider(policy_set, objects, case.mode)
     except (ValueError, RuntimeError, OSError, yaml.YAMLError) as exc:
         return CaseResult(case.name, error=str(exc).splitlines()[0])
     except Exception as exc:  # a snapshot or engine constructor bug: a failed case, not a traceback
         return CaseResult(case.name, error=f"{type(exc).__name__}: {exc}")
-    return run_case(case, decide, now, edit)
+    result = run_case(case, decide, now, edit)
+    return result if result.passed else _with_notes(result, case, snapshot, policy_set)
+
+
+def _with_notes(result: CaseResult, case: Case, snapshot: Any, policy_set: Any) -> CaseResult:
+    """A failed case's result with what the decision alone does not show (a class from globalDefault)."""
+    from policy.priority_origin import global_default_note
+
+    try:
+        obj = build_review(case)["request"].get("object")
+        note = global_default_note(obj, snapshot, policy_set.priorities)
+    except Exception:  # noqa: BLE001 - a note is a courtesy; it never turns a failure into a crash
+        return result
+    return dataclasses.replace(result, notes=(note,)) if note else result

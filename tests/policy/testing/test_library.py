@@ -38,3 +38,25 @@ def test_the_whole_library_compiles_as_one_set():
     ids = [b.id for b in (*policy_set.quotas, *policy_set.fractions, *policy_set.gangs, *policy_set.agents, *policy_set.rules)]
     assert len(ids) == len(set(ids)) > 20
     assert [g.name for g in policy_set.gpus] == ["h100", "l4"]
+
+
+def test_policies_doc_states_how_gang_sizes_are_written_as_the_library_writes_them():
+    """docs/policies.md once recommended `min_members * gpus` while the library wrote `total_gpus`."""
+    import re
+
+    doc = (REPO / "docs" / "policies.md").read_text()
+    [term] = re.findall(r"Sizes are written with `([^`]+)`", doc)
+    policy = (REPO / "policies" / "training-gangs" / "gangs.policy").read_text()
+    conditions = re.findall(r"require topology \S+ when (.+)", policy)
+    assert conditions and all(c.strip().startswith(term) for c in conditions), (term, conditions)
+
+
+def test_policies_doc_lists_no_failing_case_when_none_fails(capsys, monkeypatch):
+    """A "Known gaps" entry about a case that fails on purpose must be true: some case fails."""
+    doc = (REPO / "docs" / "policies.md").read_text()
+    gaps = doc[doc.index("## Known gaps"):]
+    monkeypatch.chdir(REPO)
+    code = main(["test", "policies"])
+    capsys.readouterr()
+    assert ("fails on purpose" in gaps) == (code != 0)
+    assert ("Every case of the library passes" in gaps) == (code == 0)
