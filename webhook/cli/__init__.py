@@ -39,9 +39,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), or `unknown` when run from an uninstalled tree."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("allot")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, one sub-parser per command."""
     parser = _Parser(prog="allot", description="Policy-as-code governance for GPU allocation on Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"allot {version()}")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
         sub = subs.add_parser(name, help=help_text, description=help_text)
