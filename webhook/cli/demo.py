@@ -1,7 +1,11 @@
 """`allot demo`: the real server on 127.0.0.1 over HTTPS, the demo cluster, a scripted set of AdmissionReviews.
 
 Exit 0 when every scripted expectation held, 1 when one did not, 2 when the
-server could not start.
+server could not start. The script describes the library's policies (policies/):
+`--policy DIR` naming another set runs that set's own `*.test.yaml` cases instead
+(webhook/cli/demo_own.py), since the script's expectations measure nothing there.
+The self-signed CA and its private key live in a temporary directory removed on
+exit, unless `--keep`.
 """
 
 from __future__ import annotations
@@ -15,14 +19,27 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 def add_arguments(parser) -> None:
     """Where the policies and the cluster come from; output format."""
-    parser.add_argument("--policy", metavar="DIR", help="policy set (default: the repository's policies/)")
+    parser.add_argument("--policy", metavar="DIR", help="policy set (default: the library, the repository's policies/); "
+                        "another set is judged by its own *.test.yaml cases instead of the script")
     parser.add_argument("--cluster", metavar="FILE", help="cluster snapshot (default: the embedded demo cluster)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per request instead of a table")
     parser.add_argument("--log", metavar="FILE", help="also write the server's decision log here")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory of the self-signed CA (and its key)")
+
+
+def is_library(policy: pathlib.Path) -> bool:
+    """Whether `policy` is the library the script was written for (the default policies/ directory)."""
+    from webhook.cli import UsageError
+
+    try:
+        return policy.resolve() == _default_policy().resolve()
+    except UsageError:  # no library here at all: any --policy is another set
+        return False
 
 
 def _default_policy() -> pathlib.Path:
-    for candidate in (pathlib.Path.cwd() / "policies", REPO / "policies"):
+    # The library next to the code first: a user's own policies/ in the working directory is not what the script describes.
+    for candidate in (REPO / "policies", pathlib.Path.cwd() / "policies"):
         if candidate.is_dir():
             return candidate
     from webhook.errors import UsageError
@@ -157,6 +174,7 @@ def _cut(text: str, width: int) -> str:
 def run(args) -> int:
     """Start the server, send the script, print the table, stop."""
     import logging
+    import shutil
     import tempfile
 
     import aiohttp
@@ -167,6 +185,10 @@ def run(args) -> int:
     from webhook.demo.script import steps
     from webhook.server.serving import ServeOptions, StartError, start
 
+    if args.policy and not is_library(pathlib.Path(args.policy)):
+        from webhook.cli.demo_own import run_own_tests
+
+        return run_own_tests(args)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     policy = pathlib.Path(args.policy) if args.policy else _default_policy()
     cluster = pathlib.Path(args.cluster) if args.cluster else _default_cluster()
@@ -174,8 +196,9 @@ def run(args) -> int:
     decisions = _Tee(log_stream)
     outcome = {"code": 0}
 
+    certs_dir = tempfile.mkdtemp(prefix="allot-demo-")  # holds the CA private key: removed on exit unless --keep
+
     async def main() -> None:
-        certs_dir = tempfile.mkdtemp(prefix="allot-demo-")
         opts = ServeOptions(policy=str(policy), cluster=str(cluster), host="127.0.0.1", port=0, self_signed=True,
                             certs_dir=certs_dir, decision_log=decisions, buffered_log=False, reload_interval=3600, tls_interval=3600)
         try:
@@ -216,6 +239,11 @@ def run(args) -> int:
     finally:
         if log_stream:
             log_stream.close()
+        if args.keep:
+            print(f"allot demo: kept {certs_dir} (the self-signed CA, its private key and the serving certificate); "
+                  "delete it when done", file=sys.stderr)
+        else:
+            shutil.rmtree(certs_dir, ignore_errors=True)
     return outcome["code"]
 
 
