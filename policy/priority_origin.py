@@ -9,7 +9,7 @@ named. This note says so. Pure: reads the object and the snapshot only.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from lang import ir
 

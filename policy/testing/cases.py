@@ -319,9 +319,8 @@ def _setup(case: Case, decide: Decide, edit: Edit | None, now: float) -> None:
     """Carry out the `before` steps in order; SetupError names the step that did not hold."""
     for i, step in enumerate(case.before):
         where = f"before[{i}]"
-        if isinstance(step, ClusterEdit) or step.persist:
-            if edit is None:
-                raise SetupError(f"{where}: this runner cannot change the cluster state")
+        if edit is None and (isinstance(step, ClusterEdit) or step.persist):
+            raise SetupError(f"{where}: this runner cannot change the cluster state")
         if isinstance(step, ClusterEdit):
             _apply_edit(step, edit, where)
             continue

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import fnmatch
 import pathlib
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Tag, ValidationError
+from pydantic import ValidationError
 
 from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, build_review, case_warnings, run_case
+from policy.testing_hints import did_you_mean
 from webhook.errors import UsageError
 
 SUFFIX = ".test.yaml"
@@ -144,46 +143,6 @@ def _message(err: dict, lines: dict[tuple, int]) -> str:
     return err["msg"]
 
 
-def _hint(err: dict) -> str:
-    """` (did you mean `allowed`?)` for an unknown key close to a known one of the same mapping."""
-    loc = tuple(err["loc"])
-    if err["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
-        return ""
-    close = difflib.get_close_matches(loc[-1], sorted(known_keys(loc[:-1])), n=1, cutoff=0.6)
-    return f" (did you mean `{close[0]}`?)" if close else ""
-
-
-def _models(annotation: Any, tag: str | None = None) -> dict[str, type]:
-    """The schema models an annotation can hold, by union tag (the class name when untagged)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return {tag or annotation.__name__: annotation}
-    if typing.get_origin(annotation) is typing.Annotated:
-        inner, *meta = typing.get_args(annotation)
-        tags = [m.tag for m in meta if isinstance(m, Tag)]
-        return _models(inner, tags[0] if tags else tag)
-    out: dict[str, type] = {}
-    for arg in typing.get_args(annotation):
-        out.update(_models(arg))
-    return out
-
-
-def known_keys(loc: tuple) -> set[str]:
-    """The keys the schema accepts in the mapping at pydantic location `loc` (aliases as written in YAML)."""
-    models: dict[str, type] = {"TestFile": TestFile}
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if part in models and len(models) > 1:
-            models = {part: models[part]}
-            continue
-        for model in models.values():
-            field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
-            if field is not None:
-                models = _models(field.annotation)
-                break
-    return {f.alias or n for m in models.values() for n, f in m.model_fields.items()}
-
-
 def case_lines(node: yaml.Node | None) -> dict[int, int]:
     """Case index -> the 1-based line its entry starts on, for reports that point at a case."""
     lines = _line_map(node) if node is not None else {}
@@ -225,7 +184,7 @@ def read_test_file(path: pathlib.Path) -> LoadedFile:
         msgs = []
         for err in exc.errors():
             line, where = _located(err, lines)
-            msg = f"{shown}:{line}: {where}: {_message(err, lines)}{_hint(err)}"
+            msg = f"{shown}:{line}: {where}: {_message(err, lines)}{did_you_mean(err)}"
             if msg not in msgs:
                 msgs.append(msg)
         raise ValueError("\n".join(msgs)) from None
@@ -311,8 +270,8 @@ def _decider(policy_set: Any, objects: list[dict], mode: str | None):
         raise RuntimeError(f"the policy engine is not built yet ({exc.name} is missing)") from None
     engine = Engine(policy_set, mode_override=mode)
     snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
-    decide = lambda review, mutate, now: engine.decide(review["request"], snapshot, now, mutate=mutate)  # noqa: E731
-    edit = lambda event, obj: snapshot.apply(event, copy.deepcopy(obj))  # noqa: E731 - SnapshotError is a ValueError
+    decide = lambda review, mutate, now: engine.decide(review["request"], snapshot, now, mutate=mutate)
+    edit = lambda event, obj: snapshot.apply(event, copy.deepcopy(obj))  # SnapshotError is a ValueError
     return decide, edit, snapshot
 
 
