@@ -121,9 +121,16 @@ class Prior(Send):
 
     @model_validator(mode="after")
     def _persistable(self) -> "Prior":
-        op = (self.request.get("request") or {}).get("operation") if is_review(self.request) else self.operation
+        if is_review(self.request):
+            inner = self.request.get("request")
+            inner = inner if isinstance(inner, dict) else {}
+            op, dry = inner.get("operation"), inner.get("dryRun")
+        else:
+            op, dry = self.operation, self.dry_run
         if self.persist and op == "CONNECT":
             raise ValueError("persist: a CONNECT stores nothing in the cluster")
+        if self.persist and dry is True:
+            raise ValueError("persist: the API server stores nothing for a dry run")
         return self
 
 

@@ -134,6 +134,23 @@ BAD = [
             request: {POD}
             expect: {{allowed: true}}
         """, 4, "a CONNECT stores nothing"),
+    ("persist on a dry run", f"""\
+        cases:
+          - name: a
+            before:
+              - {{persist: true, dryRun: true, request: {POD}}}
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 4, "stores nothing for a dry run"),
+    ("persist on a dry-run review", f"""\
+        cases:
+          - name: a
+            before:
+              - persist: true
+                request: {{kind: AdmissionReview, apiVersion: admission.k8s.io/v1, request: {{uid: "1", dryRun: true}}}}
+            request: {POD}
+            expect: {{allowed: true}}
+        """, 4, "stores nothing for a dry run"),
     ("no cases", "cases: []\n", 1, "at least 1 item"),
     ("unknown top-level key", "clusters: x.yaml\ncases: []\n", 1, "clusters: Extra inputs are not permitted (did you mean `cluster`?)"),
     ("not a mapping", "- a\n- b\n", 1, "a mapping with `cases:`"),
