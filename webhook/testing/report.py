@@ -40,8 +40,14 @@ def text_lines(run: Run, *, verbose: bool = False) -> Iterator[str]:
             yield failure_text(o)
         elif verbose:
             yield f"ok   {o.id}"
-    for where, message in run.warnings:
-        yield f"WARN {where}\n  {message}"
+    for o in run.outcomes:
+        for message in o.warnings:
+            yield warning_text(o, message)
+
+
+def warning_text(o: CaseOutcome, message: str) -> str:
+    """`WARN file:line::case` and the message: the line points an editor at the case."""
+    return f"WARN {o.file}:{o.line}::{o.name}\n  {message}"
 
 
 def tally(run: Run) -> str:
@@ -75,6 +81,8 @@ def junit_xml(run: Run) -> str:
                 f += 1
                 fields = ", ".join(m.field for m in o.result.mismatches)
                 ET.SubElement(case, "failure", message=f"expectation not met: {fields}").text = failure_text(o)
+            if o.warnings:  # CI shows a case's output beside it; a warning never fails it
+                ET.SubElement(case, "system-out").text = "\n".join(warning_text(o, w) for w in o.warnings)
         suite.set("failures", str(f))
         suite.set("errors", str(e))
         fails, errors = fails + f, errors + e

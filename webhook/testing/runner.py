@@ -38,6 +38,8 @@ class CaseOutcome:
     file: str
     name: str
     result: CaseResult
+    line: int = 1  # where the case starts in its file
+    warnings: tuple[str, ...] = ()  # what makes the case weaker than it looks; informs, exit unchanged
 
     @property
     def id(self) -> str:
@@ -53,7 +55,6 @@ class Run:
     file_errors: list[tuple[str, str]] = field(default_factory=list)  # (file, one-line message)
     blocks: set[tuple[str, str]] = field(default_factory=set)  # (location, id) of governing blocks of sets used
     exercised: set[tuple[str, str]] = field(default_factory=set)  # (location, id) seen in Decision.blocks
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (file:line::case, message): informs, exit unchanged
 
     @property
     def failed(self) -> int:
@@ -301,8 +302,7 @@ def run_targets(targets: list[Target], pattern: str | None = None) -> Run:
         policy_set, problem = sets.get(policy_files(target), target)
         for i, case in cases:
             result = _run_one(case, tf, target, policy_set, problem, clusters)
-            run.outcomes.append(CaseOutcome(shown, case.name, result))
-            run.warnings += [(f"{shown}:{loaded.lines.get(i, 1)}::{case.name}", w) for w in case_warnings(case, result)]
+            run.outcomes.append(CaseOutcome(shown, case.name, result, loaded.lines.get(i, 1), tuple(case_warnings(case, result))))
         if policy_set is not None:
             where = {b.id: str(b.span) for b in _governing(policy_set)}
             for o in run.outcomes[-len(cases):]:

@@ -188,3 +188,22 @@ def test_allowed_cases_and_cases_with_codes_do_not_warn(run):
        expect: {{allowed: false, codes: [QuotaExceeded]}}
      """)
     assert (code, lines) == (0, ["2 passed, 0 failed"])
+
+
+def test_junit_carries_the_warning_beside_its_case(run, tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    run(f"""\
+     - name: vague
+       request: {TEAM_POD}
+       expect: {{allowed: false}}
+     - name: coded
+       request: {TEAM_POD}
+       expect: {{allowed: false, codes: [QuotaExceeded]}}
+     """)
+    assert main(["test", "d", "--junit", "out.xml"]) == 0
+    capsys.readouterr()
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "out.xml").getroot().iter("testcase")}
+    assert cases["vague"].find("failure") is None
+    assert cases["vague"].find("system-out").text.startswith("WARN d/x.test.yaml:3::vague\n  expects a denial")
+    assert cases["coded"].find("system-out") is None
