@@ -3,7 +3,7 @@
 Exit 0 when every scripted expectation held, 1 when one did not, 2 when the
 server could not start. The script describes the library's policies (policies/):
 `--policy DIR` naming another set runs that set's own `*.test.yaml` cases instead
-(webhook/cli/demo_own.py), since the script's expectations measure nothing there.
+(webhook/demo/own.py), since the script's expectations measure nothing there.
 The self-signed CA and its private key live in a temporary directory removed on
 exit, unless `--keep`.
 """
@@ -186,7 +186,7 @@ def run(args) -> int:
     from webhook.server.serving import ServeOptions, StartError, start
 
     if args.policy and not is_library(pathlib.Path(args.policy)):
-        from webhook.cli.demo_own import run_own_tests
+        from webhook.demo.own import run_own_tests
 
         return run_own_tests(args)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

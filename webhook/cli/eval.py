@@ -138,7 +138,7 @@ def run(args) -> int:
     now = args.now if args.now is not None else time.time()
     engine = Engine(policy_set)
     if args.explain:
-        from policy.priority_origin import global_default_note
+        from policy.blocks.priority_origin import global_default_note
 
         decision, trace, workload = engine.explain(request, snapshot, now, mutate=args.mutate)
         note = global_default_note(request.get("object"), snapshot, policy_set.priorities)

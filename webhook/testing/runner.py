@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, build_review, case_warnings, run_case
-from policy.testing_hints import did_you_mean
+from policy.testing.hints import did_you_mean
 from webhook.errors import UsageError
 
 SUFFIX = ".test.yaml"
@@ -329,7 +329,7 @@ def _run_one(case: Case, tf: TestFile, target: Target, policy_set: Any, problem:
 
 def _with_notes(result: CaseResult, case: Case, snapshot: Any, policy_set: Any) -> CaseResult:
     """A failed case's result with what the decision alone does not show (a class from globalDefault)."""
-    from policy.priority_origin import global_default_note
+    from policy.blocks.priority_origin import global_default_note
 
     try:
         obj = build_review(case)["request"].get("object")

@@ -7,7 +7,7 @@ import pytest
 
 from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
-from policy.priority_origin import global_default_note
+from policy.blocks.priority_origin import global_default_note
 from webhook.cli import main
 
 POLICY = "priority batch 100 default\npriority prod 1000\n"

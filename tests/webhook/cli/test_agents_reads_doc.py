@@ -10,7 +10,7 @@ import pytest
 from lang import compile_policies
 from policy.manifests.configurations import mutating_configuration, validating_configuration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 ADMITTED = {"CREATE", "UPDATE", "DELETE", "CONNECT", "*"}
 
 

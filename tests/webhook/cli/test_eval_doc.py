@@ -10,7 +10,7 @@ import yaml
 
 from webhook.cli import main
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 POLICY = 'quota solo {\n  for namespace == "solo"\n  gpus 4\n}\n'
 
 

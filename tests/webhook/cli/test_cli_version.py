@@ -9,7 +9,7 @@ import pytest
 
 from webhook.cli import main
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_version_is_the_projects(capsys):

@@ -8,7 +8,7 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 POLICY = 'quota solo {\n  for namespace == "solo"\n  gpus 4\n}\n'
 POD = ("{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: solo},"
