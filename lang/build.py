@@ -223,6 +223,13 @@ class Builder:
             prec = _BINARY[op.type]
             if prec < min_prec:
                 break
+            if op.type in ("OR", "AND"):  # a whole `a or b or …` run becomes one node, built once: linear in its length
+                items = [left]
+                while pos < len(kids) and kids[pos].type == op.type:
+                    right, pos = self._climb(kids, pos + 1, prec + 1)
+                    items.append(right)
+                left = self.nest(ast.BoolOp(op.type.lower(), tuple(items), self.sp([items[0], items[-1]])), *items)
+                continue
             right, pos = self._climb(kids, pos + 1, prec + 1)
             left = self._binary(op, left, right)
             if prec == 4 and pos < len(kids) and _BINARY[kids[pos].type] == 4:
@@ -232,10 +239,6 @@ class Builder:
     def _binary(self, op, left, right):
         span = self.sp([left, right])
         t = op.type
-        if t in ("OR", "AND"):
-            word = t.lower()
-            items = (left.items if isinstance(left, ast.BoolOp) and left.op == word and not isinstance(left, ast.Paren) else (left,)) + (right,)
-            return self.nest(ast.BoolOp(word, items, span), *items)
         if t == "CMP":
             return self.nest(ast.CompareExpr(str(op), left, right, span), left, right)
         if t == "MATCHES":

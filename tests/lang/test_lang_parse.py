@@ -169,3 +169,21 @@ def test_unclosed_block_points_at_its_opening_line():
     f, diags = lang.parse(src, "t.policy")
     assert [(d.code, d.span.line, d.help) for d in diags] == [("E0003", 1, "the next declaration starts at line 4")]
     assert [d.name.name for d in f.decls] == ["r"]
+
+
+@pytest.mark.parametrize("op", ["and", "or"])
+def test_a_long_chain_is_one_flat_node_with_every_term(op):
+    # Structure, not timing (`allot bench check --chain N` measures): the chain is built once, flat.
+    n = 20_000
+    cond = f" {op} ".join(f'namespace == "ns-{i}"' for i in range(n))
+    f = parse_ok(f"rule r {{\n  for {cond} {'or' if op == 'and' else 'and'} gpus > 0\n  deny \"x\"\n}}\n")
+    top = f.decls[0].stmts[0].expr
+    chain = top
+    if op == "and":  # `a and … and z or gpus > 0`: an or of (one and of n terms) and the comparison
+        assert top.op == "or" and len(top.items) == 2 and top.items[0].op == "and"
+        chain = top.items[0]
+    else:  # `a or … or z and gpus > 0`: an or of n terms, the last one an and
+        assert top.op == "or" and isinstance(top.items[-1], ast.BoolOp) and top.items[-1].op == "and"
+    assert len(chain.items) == n
+    assert [i.right.value for i in chain.items[:2]] == ["ns-0", "ns-1"]
+    assert (chain.span.line, chain.span.col) == (2, 7)
