@@ -3,7 +3,7 @@
 Layout rules (docs/language.md, "Formatting"): statements keep their source order;
 at most one blank line is kept where the source had any; `gpu` blocks without inner
 comments print on one line; runs of consecutive one-line `gpu`/`priority`
-declarations and the levels of a topology are aligned in columns; trailing
+declarations (names and values) and the levels of a topology are aligned in columns; trailing
 comments of one block are aligned to one column.
 """
 
@@ -105,7 +105,9 @@ class _Printer:
         if isinstance(d, ast.PriorityDecl):
             value = ("-" if d.negative else "") + d.value.text
             flags = [w for w, on in (("preempts", d.preempts), ("default", d.default)) if on]
-            self.emit(d.span.line, d.span.end_line, 0, ["priority", d.name.name, " ".join([value] + flags)], "top", (1,), "priority")
+            # names and values padded alike, so the `preempts`/`default` flags of a run line up too
+            cells = ["priority", d.name.name, value] + ([" ".join(flags)] if flags else [])
+            self.emit(d.span.line, d.span.end_line, 0, cells, "top", (1, 2), "priority")
             return
         head = [d.kind] + ([d.name.name] if d.name is not None else [])
         if d.kind == "gpu" and self.one_line(d):

@@ -65,6 +65,13 @@ def test_canonical_layout():
     )
 
 
+def test_priority_values_are_aligned_like_names_so_the_flags_line_up():
+    src = "priority critical 1000 preempts\npriority batch 100 default  # d\npriority scavenger -10\n\npriority x 5 default\n"
+    assert lang.format_source(src, "x") == (
+        "priority critical  1000 preempts\npriority batch     100  default  # d\npriority scavenger -10\n\npriority x 5 default\n"
+    )
+
+
 def test_strip_spans_makes_positions_irrelevant():
     assert meaning("quota q {\n  gpus 8\n}\n") == meaning("\n\nquota   q { gpus 8 }\n")
     assert meaning("quota q {\n  gpus 8\n}\n") != meaning("quota q {\n  gpus 9\n}\n")
