@@ -30,6 +30,7 @@ CODES: dict[str, str] = {
     "E0202": "malformed amount for this statement",
     "E0203": "condition is not a boolean",
     "E0204": "operator does not apply to this type",
+    "E0205": "comparison on a value that may be absent, without a `has()` guard",
     # E03xx: meaning
     "E0301": "condition can never be true",
     "E0302": "per-model quota exceeds the quota's total",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lang import ast, ir
+from lang.absent import NOTHING, check_absent
 from lang.checker import check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
 from lang.diagnostics import Diagnostic, error, warning
 from lang.exprs import ExprLowerer, Scope, coerce_number
@@ -32,11 +33,15 @@ class Lowerer:
             self.diags.append(diag)
         return value
 
-    def condition(self, e: ast.Expr | None, what: str) -> ir.Expr | None:
-        """A boolean condition; E0301 when it can never be true, W0301 when it always is."""
+    def condition(self, e: ast.Expr | None, what: str, given: frozenset[str] = NOTHING) -> ir.Expr | None:
+        """A boolean condition; E0301 when it can never be true, W0301 when it always is, E0205 for an unguarded optional value.
+
+        `given`: values a dominating condition (the block's `for`) already proved present.
+        """
         if e is None:
             return None
         out = self.exprs.condition(e)
+        check_absent(out, given, self.diags)
         t = truth(out)
         if t is False:
             self.err("E0301", f"this `{what}` can never be true", e.span, "a comparison with `none` is always false; use `has(x)`" if _mentions_none(out) else None)

@@ -6,6 +6,7 @@ import difflib
 import re
 
 from lang import ast, ir
+from lang.absent import check_absent, present_when_true
 from lang.checker import check_mode, check_statements, decl_name, known
 from lang.diagnostics import warning
 from lang.ir import Type
@@ -25,11 +26,13 @@ _RESOURCE = re.compile(r"[a-z][a-z0-9.-]*(/[a-z]+)?")
 def lower_gang(low, b: ast.Block) -> ir.Gang:
     """`gang NAME { for; require min_members; require topology T.L [when]; on unplaceable; mode }`."""
     stmts = check_statements(b, low.diags)
+    selector = low.selector(stmts)
+    given = present_when_true(selector)  # a `when` is evaluated only for what `for` selected
     reqs: list[ir.TopologyRequirement] = []
     for s in b.stmts:
         if not isinstance(s, ast.RequireTopology):
             continue
-        when = low.condition(s.when, "when")
+        when = low.condition(s.when, "when", given)
         topo, level = s.topology.name, s.level.name
         if topo not in low.scope.topologies:
             low.err("E0103", f"unknown topology `{topo}`", s.topology.span, known("topologies", low.scope.topologies))
@@ -51,7 +54,7 @@ def lower_gang(low, b: ast.Block) -> ir.Gang:
             low.err("E0110", f"unknown action `{action.value.name}` for `on unplaceable`", action.value.span, "use `deny` or `warn`")
     return ir.Gang(
         name=decl_name(b),
-        selector=low.selector(stmts),
+        selector=selector,
         require_min_members="require min_members" in stmts,
         topology=tuple(reqs),
         on_unplaceable=on,  # type: ignore[arg-type]
@@ -108,7 +111,10 @@ def _allow(low, s: ast.Allow) -> ir.AgentAllow:
 def lower_rule(low, b: ast.Block) -> ir.Rule:
     """`rule NAME { mode; for; when; deny "msg {field}"; set labels["k"] = EXPR }`."""
     stmts = check_statements(b, low.diags)
-    when = stmts.get("when")
+    selector = low.selector(stmts)
+    when_stmt = stmts.get("when")
+    when = low.condition(when_stmt.expr, "when", present_when_true(selector)) if when_stmt else None
+    given = present_when_true(ir.And(tuple(x for x in (selector, when) if x is not None), b.span))
     actions: list = []
     for s in b.stmts:
         if isinstance(s, ast.DenyStmt):
@@ -119,26 +125,27 @@ def lower_rule(low, b: ast.Block) -> ir.Rule:
                 continue
             actions.append(ir.Deny(lower_template(s.message, low.scope.fields, low.diags), s.span))
         elif isinstance(s, ast.SetStmt):
-            actions.append(_set(low, s))
+            actions.append(_set(low, s, given))
     if not actions:
         low.err("E0111", f"rule `{decl_name(b)}` does nothing", b.span, "add a `deny \"…\"` or a `set labels[\"k\"] = …`")
     return ir.Rule(
         name=decl_name(b),
-        selector=low.selector(stmts),
-        when=low.condition(when.expr, "when") if when else None,
+        selector=selector,
+        when=when,
         actions=tuple(a for a in actions if a is not None),
         mode=check_mode(stmts, low.diags),
         span=b.span,
     )
 
 
-def _set(low, s: ast.SetStmt) -> ir.SetField | None:
+def _set(low, s: ast.SetStmt, given: frozenset[str]) -> ir.SetField | None:
     if s.target.name not in ("labels", "annotations"):
         low.err("E0112", f"`set` cannot write `{s.target.name}`", s.target.span, 'write `set labels["k"] = …` or `set annotations["k"] = …`')
         return None
     value = low.exprs.value(s.value)
     if value is None:
         return None
+    check_absent(value, given, low.diags)
     if value.type in (Type.MAP, Type.LIST):  # scalars render as in messages: 4000 milli-GPU -> "4", bytes -> "80Gi"
         low.err("E0201", f"a {s.target.name[:-1]} value must be a single value, found {an(value.type)}", s.value.span, 'index it, e.g. `namespace.labels["team"]`')
         return None

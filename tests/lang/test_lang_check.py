@@ -32,7 +32,7 @@ CASES = [
     Case("unknown field", 'rule r {\n for gpuz > 1\n deny "x"\n}', ["E0101"]),
     Case("unknown gpu model", "quota q {\n gpus 8\n gpus 4 of a100\n}", ["E0102"]),
     Case("unknown model compared", 'rule r {\n when gpu_model == "a100"\n deny "x"\n}', ["E0102"]),
-    Case("known model compared", 'rule r {\n when gpu_model == "h100" or gpu_model != h100\n deny "x"\n}', []),
+    Case("known model compared", 'rule r {\n when gpu_model == "h100" or has(gpu_model) and gpu_model != h100\n deny "x"\n}', []),
     Case("unknown topology", "gang g {\n require topology fab.rack\n}", ["E0103"]),
     Case("unknown level", "gang g {\n require topology fabric.zone\n}", ["E0104"]),
     Case("unknown level literal", 'rule r {\n when topology.required == fabric.zone\n deny "x"\n}', ["E0104"]),
@@ -124,7 +124,7 @@ def test_contract_example_checks_clean_and_lowers_exactly():
 
 
 def test_numeric_literals_take_the_type_of_the_other_side():
-    ps, _ = compile_one('rule r {\n when gpu_memory >= 10Gi and fraction < 500m and 2 <= pods\n deny "x"\n}')
+    ps, _ = compile_one('rule r {\n for has(gpu_memory) and has(fraction)\n when gpu_memory >= 10Gi and fraction < 500m and 2 <= pods\n deny "x"\n}')
     items = ps.rules[0].when.items
     assert [(i.right.value if i.right.__class__.__name__ == "Lit" else i.left.value) for i in items] == [10 * 2**30, 500, 2]
     assert [i.left.type for i in items[:2]] == [Type.BYTES, Type.FRACTION]
