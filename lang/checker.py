@@ -114,3 +114,27 @@ def check_topology_levels(block: ast.Block, diags: list[Diagnostic]) -> None:
             diags.append(error("E0111", "a level needs a node label key", lv.label.span))
         names.add(lv.name.name)
         labels.add(lv.label.value)
+
+
+def check_borrow(stmts: dict[str, ast.Stmt], total: int | None, per_model: list[tuple[str, int]], borrow: int | None, diags: list[Diagnostic]) -> None:
+    """`gpus N of MODEL` is a hard cap (docs/semantics.md): when it is the whole quota, MODEL pods can never borrow (W0305)."""
+    if not borrow or "cohort" not in stmts:
+        return  # no borrowing asked (no line, or `borrow 0`), or E0306 already
+    b = stmts["borrow"]
+    for model, amount in per_model:
+        if total is not None and amount < total:
+            continue  # its pods can borrow on the total line, within their own cap
+        line = stmts[f"gpus of {model}"]
+        cap = line.value.text
+        if total is None:
+            why = f"the quota has no total `gpus` for `borrow {b.value.text}` to raise, and `gpus {cap} of {model}` is a hard cap"
+        else:
+            why = f"`gpus {cap} of {model}` equals the total and is a hard cap, so they never hold more than {cap}"
+        diags.append(
+            warning(
+                "W0305",
+                f"{model} pods can never borrow: {why}",
+                b.span,
+                f"`borrow` cannot lift a per-model amount (docs/semantics.md, Quota); raise `gpus {cap} of {model}` (line {line.span.line}) to what {model} pods may hold, or drop the `borrow`",
+            )
+        )

@@ -44,4 +44,5 @@ CODES: dict[str, str] = {
     "W0302": "cohort has a single member: nothing to borrow or lend",
     "W0303": "a topology requirement can never win: a later one always matches too",
     "W0304": "`connect` on a resource without a subresource never matches",
+    "W0305": "a per-model cap makes `borrow` useless for that model's pods",
 }

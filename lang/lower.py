@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lang import ast, ir
 from lang.absent import NOTHING, check_absent
-from lang.checker import check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
+from lang.checker import check_borrow, check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
 from lang.diagnostics import Diagnostic, error, warning
 from lang.exprs import ExprLowerer, Scope, coerce_number
 from lang.fold import truth
@@ -107,6 +107,7 @@ class Lowerer:
                 self.err("E0306", f"`{key}` needs a `cohort` to {key} {'from' if key == 'borrow' else 'to'}", stmts[key].span)
         if lend is not None and total is not None and lend > total:
             self.err("E0305", f"lend {stmts['lend'].value.text} exceeds the nominal {stmts['gpus'].value.text}", stmts["lend"].span, "a quota can lend at most its own GPUs")
+        check_borrow(stmts, total, per_model, borrow, self.diags)
         if total is None and not per_model and memory is None and not any(k.startswith("gpus of ") for k in stmts):
             self.err("E0111", f"quota `{decl_name(b)}` sets no limit", b.span, "add `gpus N`, `gpus N of MODEL` or `gpu_memory Q`")
         return ir.Quota(
