@@ -41,10 +41,9 @@ def compile_policies(sources: list[tuple[str, str]]) -> tuple[ir.PolicySet | Non
         diags += d
         if f is not None:
             files.append(f)
-    syntax_errors = any(d.severity == "error" for d in diags)
+    # names declared in blocks that did not parse are not reported unknown (File.unparsed), so the
+    # check errors of every block that did parse are reported beside the syntax errors
     policy, more = lower_files(files)
-    if syntax_errors:  # names declared in a block that did not parse would show up as spurious "unknown" errors
-        more = [d for d in more if d.code not in ("E0102", "E0103", "E0104", "W0302")]
     diags = sorted(diags + more, key=sort_key)
     if any(d.severity == "error" for d in diags):
         return None, diags

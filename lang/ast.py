@@ -267,3 +267,6 @@ class File:
     decls: tuple[Decl, ...]
     comments: tuple[Comment, ...]
     text: str = ""
+    # (kind, name) read from the first line of each declaration with a syntax error: the checker
+    # then does not call references to those names unknown (the syntax error is the one to fix)
+    unparsed: tuple[tuple[str, str], ...] = ()

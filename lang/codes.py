@@ -10,6 +10,7 @@ CODES: dict[str, str] = {
     "E0004": "the file is not valid UTF-8",
     "E0005": "too many syntax errors; the rest of the file was not parsed",
     "E0006": "expression nested too deeply",
+    "E0007": "a quantity with an unknown unit (`80GB`: did you mean `80Gi`?)",
     # E01xx: names and declarations
     "E0101": "unknown subject field",
     "E0102": "unknown GPU model",

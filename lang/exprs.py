@@ -32,6 +32,11 @@ class Scope:
     gpus: set[str] = field(default_factory=set)
     topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> level names
     fields: dict[str, Type] = field(default_factory=lambda: dict(ir.SUBJECT_FIELDS))
+    unparsed: set[tuple[str, str]] = field(default_factory=set)  # (kind, name) of declarations with syntax errors
+
+    def broken(self, kind: str, name: str) -> bool:
+        """Declared in a block that did not parse: a reference to it is not reported as unknown."""
+        return (kind, name) in self.unparsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +152,10 @@ class ExprLowerer:
                 self.err("E0104", f"topology `{e.parts[0]}` has no level `{e.parts[1]}`", e.span, "levels: " + ", ".join(levels))
                 return None
             return ir.Lit((e.parts[0], e.parts[1]), Type.LEVEL, e.span)
-        if len(e.parts) == 1 and name in self.scope.gpus:
+        if len(e.parts) == 1 and (name in self.scope.gpus or self.scope.broken("gpu", name)):
             return ir.Lit(name, Type.STRING, e.span)  # `gpu_model == h100` reads as the model's name
+        if len(e.parts) == 2 and self.scope.broken("topology", e.parts[0]):
+            return None  # its levels are unknown until its syntax error is fixed
         self.err("E0101", f"unknown field `{name}`", e.span, self._suggest(name))
         return None
 
@@ -213,7 +220,34 @@ class ExprLowerer:
             return left, (self.literal(right, left.type) if left is not None else None)
         return left, right
 
+    def bare_word(self, e: ast.Expr) -> bool:
+        """A name that is no field, model or level: most likely text the author forgot to quote."""
+        if not isinstance(e, ast.Path) or e.dotted in self.scope.fields:
+            return False
+        if len(e.parts) == 1:
+            return e.dotted not in self.scope.gpus and not self.scope.broken("gpu", e.dotted)
+        return not (len(e.parts) == 2 and (e.parts[0] in self.scope.topologies or self.scope.broken("topology", e.parts[0])))
+
+    def _quote_it(self, word: ast.Path, other, text: str) -> None:
+        """E0101 (E0102 beside `gpu_model`) for a bare word compared with a string: say to quote it."""
+        if isinstance(other, ir.Field) and other.name == "gpu_model":
+            known = ", ".join(sorted(self.scope.gpus)) or "none"
+            self.err("E0102", f"unknown GPU model `{word.dotted}`", word.span, f"declared models: {known}")
+            return
+        self.err("E0101", f"unknown field `{word.dotted}`", word.span, f"to compare with the text, quote it: `{text}`")
+
     def _CompareExpr(self, e: ast.CompareExpr):
+        if self.bare_word(e.left) != self.bare_word(e.right):  # `namespace == vision`
+            word, other = (e.right, e.left) if self.bare_word(e.right) else (e.left, e.right)
+            o = self.settle(self.lower(other))
+            if o is not None and o.type is Type.STRING and not isinstance(o, ir.Lit):  # beside a literal it is a misspelt field
+                from lang.absent import show
+
+                quoted = f'"{word.dotted}"'
+                self._quote_it(word, o, f"{show(o)} {e.op} {quoted}" if word is e.right else f"{quoted} {e.op} {show(o)}")
+            else:
+                self.lower(word)  # the usual unknown-field diagnostic
+            return None
         left, right = self._pair(self.lower(e.left), self.lower(e.right))
         if left is None or right is None:
             return None
@@ -235,7 +269,7 @@ class ExprLowerer:
         """`gpu_model == "a100"` names a model no `gpu` block declares: it could never match."""
         for a, b in ((left, right), (right, left)):
             if isinstance(a, ir.Field) and a.name == "gpu_model" and isinstance(b, ir.Lit) and isinstance(b.value, str):
-                if b.value not in self.scope.gpus:
+                if b.value not in self.scope.gpus and not self.scope.broken("gpu", b.value):
                     known = ", ".join(sorted(self.scope.gpus)) or "none"
                     self.err("E0102", f"unknown GPU model {b.value!r}", b.span, f"declared models: {known}")
 
@@ -274,6 +308,15 @@ class ExprLowerer:
         return ir.Matches(target, e.pattern.value, e.span)
 
     def _InExpr(self, e: ast.InExpr):
+        if self.bare_word(e.item):  # `admins in groups`
+            container = self.settle(self.lower(e.container))
+            if container is not None and container.type in (Type.MAP, Type.LIST):
+                from lang.absent import show
+
+                self._quote_it(e.item, None, f'"{e.item.dotted}" in {show(container)}')
+            else:
+                self.lower(e.item)
+            return None
         item = self.settle(self.lower(e.item))
         container = self.settle(self.lower(e.container))
         if item is None or container is None:

@@ -92,7 +92,9 @@ class Lowerer:
             if not key.startswith("gpus of "):
                 continue
             amount = self.amount(s, Type.GPU)
-            if s.of.name not in self.scope.gpus:
+            if self.scope.broken("gpu", s.of.name):
+                continue
+            if s.of.name not in self.scope.gpus and not self.scope.broken("gpu", s.of.name):
                 self.err("E0102", f"unknown GPU model `{s.of.name}`", s.of.span, known("models", self.scope.gpus))
             elif amount is not None:
                 if total is not None and amount > total:
@@ -164,6 +166,7 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     decls = [d for f in sorted(files, key=lambda f: f.path) for d in f.decls]
     low = Lowerer(collect_scope(decls, diags), diags)
+    low.scope.unparsed = {u for f in files for u in f.unparsed}
     out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "quotas", "fractions", "gangs", "agents", "rules")}
     seen: set[tuple[str, str]] = set()
     table = {
@@ -186,5 +189,6 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
         if node is not None:
             out[bucket].append(node)
     check_priorities(out["priorities"], diags)
-    check_cohorts(out["quotas"], diags)
+    if not any(kind == "quota" for kind, _ in low.scope.unparsed):  # a quota that did not parse may be the other member
+        check_cohorts(out["quotas"], diags)
     return ir.PolicySet(**{k: tuple(v) for k, v in out.items()}), diags

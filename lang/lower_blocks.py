@@ -35,6 +35,8 @@ def lower_gang(low, b: ast.Block) -> ir.Gang:
         when = low.condition(s.when, "when", given)
         topo, level = s.topology.name, s.level.name
         if topo not in low.scope.topologies:
+            if low.scope.broken("topology", topo):
+                continue
             low.err("E0103", f"unknown topology `{topo}`", s.topology.span, known("topologies", low.scope.topologies))
             continue
         if level not in low.scope.topologies[topo]:
@@ -141,6 +143,9 @@ def lower_rule(low, b: ast.Block) -> ir.Rule:
 def _set(low, s: ast.SetStmt, given: frozenset[str]) -> ir.SetField | None:
     if s.target.name not in ("labels", "annotations"):
         low.err("E0112", f"`set` cannot write `{s.target.name}`", s.target.span, 'write `set labels["k"] = …` or `set annotations["k"] = …`')
+        return None
+    if low.exprs.bare_word(s.value):  # `set labels["team"] = ml`
+        low.err("E0101", f"unknown field `{s.value.dotted}`", s.value.span, f'to set the text, quote it: `set {s.target.name}[{s.key.raw}] = "{s.value.dotted}"`')
         return None
     value = low.exprs.value(s.value)
     if value is None:

@@ -9,6 +9,11 @@ from lang.diagnostics import Diagnostic, error
 from lang.span import Span
 
 _TOP = {"GPU", "TOPOLOGY", "PRIORITY", "QUOTA", "FRACTION", "GANG", "AGENTS", "RULE"}
+_TOP_WORDS = {t: t.lower() for t in _TOP}
+# A number glued to letters that are not a unit: `80GB`, `24gi`, `2TB`, `1.5GiB`.
+_BAD_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([A-Za-z][A-Za-z0-9_]*)")
+_MEANT_UNIT = {u.lower(): u for u in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")}
+_MEANT_UNIT.update({u[0].lower(): u for u in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")})
 _EXPR_START = {"NAME", "STRING", "NUMBER", "NOT", "HAS", "TRUE", "FALSE", "NONE", "LPAR", "MINUS"}
 _WORDS = {
     "NAME": "a name",
@@ -115,6 +120,10 @@ def _block_at(text: str, line: int) -> str | None:
 def _help_for_token(tok, expected: set[str], block: str | None) -> str | None:
     if tok.type == "EQUAL" and "CMP" in expected:
         return "compare with `==`"
+    if tok.type == "NAME" and expected & _TOP:  # a misspelt declaration keyword: `qouta`
+        close = difflib.get_close_matches(tok.value, [_TOP_WORDS[t] for t in expected & _TOP], n=1, cutoff=0.6)
+        if close:
+            return f"did you mean `{close[0]}`?"
     if tok.type == "NAME" and "RBRACE" in expected:
         kw = _keywords()
         options = [v for k, v in kw.items() if k in expected and v.isidentifier()]
@@ -140,6 +149,28 @@ def _help_for_char(ch: str) -> str | None:
     return None
 
 
+def meant_unit(suffix: str) -> str | None:
+    """The binary unit a mistyped one most likely meant: GB, gb, gi, GiB -> Gi; None when unclear."""
+    s = suffix.lower()
+    if len(s) > 1 and s.endswith("b"):  # GB, GiB: bytes are implied
+        s = s[:-1]
+    return _MEANT_UNIT.get(s)
+
+
+def _unit_hint(text: str, pos: int, path: str, line: int, col: int) -> Diagnostic | None:
+    """E0007 for a quantity with a unit Kubernetes does not know, naming the one most likely meant."""
+    m = _BAD_QUANTITY.match(text, pos) if 0 <= pos < len(text) else None
+    if m is None or (pos > 0 and (text[pos - 1].isalnum() or text[pos - 1] in "_-.")):
+        return None
+    number, suffix = m.groups()
+    where = Span(path, line, col, line, col + len(m.group(0)))
+    units = "memory sizes use binary units Ki Mi Gi Ti Pi Ei (or decimal k M G T P E); GPU amounts are plain numbers or `m`"
+    meant = meant_unit(suffix)
+    if meant is None:
+        return error("E0007", f"`{m.group(0)}` is not a quantity: `{suffix}` is not a unit", where, units)
+    return error("E0007", f"`{m.group(0)}` is not a quantity; did you mean `{number}{meant}`?", where, units)
+
+
 def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, parse_fn=None) -> Diagnostic:
     """One diagnostic for a lark UnexpectedInput raised while parsing `text`."""
     from lang.parser import UnexpectedCharacters, UnexpectedToken
@@ -147,6 +178,9 @@ def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, pars
     if isinstance(exc, UnexpectedCharacters):
         line, col = exc.line, exc.column
         ch = text[exc.pos_in_stream] if 0 <= exc.pos_in_stream < len(text) else "?"
+        unit = _unit_hint(text, exc.pos_in_stream, path, line, col)
+        if unit is not None:
+            return unit
         block = _block_at(text, line)
         where = Span(path, line, col, line, col + 1)
         shown = repr(ch)[1:-1] if not ch.isprintable() else ch

@@ -23,7 +23,13 @@ from lang.parse_errors import describe_unexpected
 from lang.span import Span
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
-_BLOCK_START = re.compile(r"^(gpu|topology|priority|quota|fraction|gang|agents|rule)\b", re.M)
+_KINDS = "gpu|topology|priority|quota|fraction|gang|agents|rule"
+# A declaration starts in column 1 with its keyword, or with any word (a misspelt keyword) and a name before `{`.
+_BLOCK_START = re.compile(rf"^(?:(?:{_KINDS})\b|[A-Za-z_][\w-]*(?:[ \t]+[A-Za-z_][\w-]*)?[ \t]*\{{)", re.M)
+_HEAD = re.compile(rf"({_KINDS})\b[ \t]*([A-Za-z_](?:[\w-]*\w)?)?")
+_TOP_TERMINALS = {"GPU", "TOPOLOGY", "PRIORITY", "QUOTA", "FRACTION", "GANG", "AGENTS", "RULE"}
+# A line that a condition continues after: ends in an operator, `,` or `(` (comments aside).
+_CONTINUES = re.compile(r"(?:\b(?:and|or|not|in|matches)|[,(+\-*<>=])[ \t]*(?:#[^\n]*)?$")
 _MAX_ERRORS = 25
 _lock = threading.Lock()  # the builder keeps per-parse state (path, depths)
 _COMMENT_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*')  # strings first, so a `#` inside one is not a comment
@@ -31,7 +37,7 @@ _parser: lark.Lark | None = None
 _builder: Builder | None = None
 
 
-_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?(?![A-Za-z0-9_])"
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?(?![A-Za-z0-9_.])"
 _TOKENS = (  # the grammar's terminals, tried in this order at each position
     ("WS", r"[ \t\f\r]+"),
     ("COMMENT", r"\#[^\n]*"),
@@ -187,6 +193,68 @@ def _chunks(text: str) -> list[tuple[int, int, int]]:
     return out
 
 
+def _head(chunk: str) -> tuple[str, str] | None:
+    """(kind, name) from a declaration's first line, as far as it can be read."""
+    m = _HEAD.match(chunk)
+    return (m.group(1), m.group(2) or m.group(1)) if m else None
+
+
+def _stray_length(rest: str) -> int:
+    """Length of a stray declaration at the start of `rest`: its line, or up to its `}` in column 1 if it opens a block."""
+    nl = rest.find("\n")
+    first = rest if nl < 0 else rest[:nl]
+    if "{" in first and "}" not in first:
+        close = re.search(r"^\}[^\n]*\n?", rest, re.M)
+        if close is not None:
+            return close.end()
+    return len(rest) if nl < 0 else nl + 1
+
+
+def _line_offset(text: str, line: int) -> int:
+    """Offset of the start of 1-based `line` in `text` (len(text) past the end)."""
+    pos = 0
+    for _ in range(line - 1):
+        nl = text.find("\n", pos)
+        if nl < 0:
+            return len(text)
+        pos = nl + 1
+    return pos
+
+
+def _blank_statement(padded: str, line: int) -> str:
+    """`padded` with the statement that ends on `line` blanked (its continuation lines too); a closing `}` stays."""
+    rows = padded.split("\n")
+    first = line - 1
+    while first > 0 and _CONTINUES.search(rows[first - 1]):
+        first -= 1
+    for i in range(first, min(line, len(rows))):
+        rows[i] = "}" if rows[i].rstrip().endswith("}") else ""
+    return "\n".join(rows)
+
+
+def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int) -> list[Diagnostic]:
+    """Syntax errors after the first one of a block: blank the bad statement and parse the block again.
+
+    Only errors on later lines are kept, and only E0001/E0002, so blanking never invents an
+    unclosed block or reports one mistake twice.
+    """
+    out: list[Diagnostic] = []
+    while line > head_line and len(out) < budget:
+        padded = _blank_statement(padded, line)
+        try:
+            _parse_decls(padded, path)
+            break
+        except UnexpectedInput as exc:
+            d = describe_unexpected(exc, padded, path, parse_fn=_parse_example)
+        except BuildError as exc:
+            d = exc.diagnostic
+        if d.code not in ("E0001", "E0002") or d.span.line <= line:
+            break
+        out.append(d)
+        line = d.span.line
+    return out
+
+
 def _bad_bytes(text: str, path: str) -> list[Diagnostic]:
     if "\ufffd" not in text:
         return []
@@ -211,32 +279,52 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
     except (UnexpectedInput, BuildError):
         pass
     decls: list[ast.Decl] = []
+    unparsed: list[tuple[str, str]] = []
     errors = 0
     chunks = _chunks(text)
-    for n, (start, end, line) in enumerate(chunks):
+    work = list(reversed(chunks))  # a stack: a chunk may be split where a stray top-level line starts
+    while work:
+        start, end, line = work.pop()
+        last = not work
         padded = "\n" * (line - 1) + text[start:end]
         try:
             found_decls = _parse_decls(padded, path)
-        except UnexpectedInput as exc:
+        except (UnexpectedInput, BuildError) as exc:
             errors += 1
             if errors > _MAX_ERRORS:
                 diags.append(error("E0005", f"more than {_MAX_ERRORS} syntax errors; stopped here", Span(path, line, 1, line, 2)))
                 break
-            d = describe_unexpected(exc, padded, path, last_chunk=n == len(chunks) - 1, parse_fn=_parse_example)
-            if d.code == "E0003" and n < len(chunks) - 1:  # point at the block left open, not at its neighbour
+            if isinstance(exc, BuildError):
+                d = exc.diagnostic
+            else:
+                d = describe_unexpected(exc, padded, path, last_chunk=last, parse_fn=_parse_example)
+            between = isinstance(exc, UnexpectedToken) and bool(_TOP_TERMINALS & set(exc.expected)) and exc.token.type != "$END"
+            if between:  # a stray word where a declaration should start (`prority p 5`): skip it, keep the rest
+                diags.append(d)
+                cut = _line_offset(padded, d.span.line) - (line - 1)
+                after = cut + _stray_length(text[start + cut : end])
+                if text[start + after : end].strip():
+                    work.append((start + after, end, text.count("\n", 0, start + after) + 1))
+                if cut > 0:  # the declarations before it parsed: parse them again on their own
+                    work.append((start, start + cut, line))
+                continue
+            if d.code == "E0003" and not last:  # point at the block left open, not at its neighbour
                 head = text[start:end].split("\n", 1)[0].rstrip()
-                next_line = chunks[n + 1][2]
+                next_line = work[-1][2]
                 d = error("E0003", "this block is not closed: `}` is missing", Span(path, line, 1, line, len(head) + 1), f"the next declaration starts at line {next_line}")
             diags.append(d)
-            continue
-        except BuildError as exc:
-            errors += 1
-            diags.append(exc.diagnostic)
+            named = _head(text[start:end])
+            if named is not None:
+                unparsed.append(named)
+            if d.code in ("E0001", "E0002"):
+                more = _more_errors(padded, d.span.line, line, path, _MAX_ERRORS - errors)
+                errors += len(more)
+                diags.extend(more)
             continue
         decls.extend(found_decls)
-    if not decls:
+    if not decls and not unparsed:
         return None, diags
-    return ast.File(path, tuple(decls), scan_comments(text, path), text), diags
+    return ast.File(path, tuple(decls), scan_comments(text, path), text, tuple(unparsed)), diags
 
 
 __all__ = ["parse", "unescape", "UnexpectedCharacters", "UnexpectedEOF", "UnexpectedToken"]

@@ -66,3 +66,31 @@ def test_mutations_of_valid_policies(seed, data):
             a, b = sorted((i, j))
             text = text[:a] + text[b:] + text[a:b]
     must_not_crash(text)
+
+
+@FUZZ
+@given(st.sampled_from(SEEDS), st.data())
+def test_recovery_reports_each_broken_block_and_keeps_the_others(seed, data):
+    """Break statements of a few blocks: each broken block has a syntax error inside it, every other block parses."""
+    f, diags = lang.parse(seed, "f.policy")
+    assert diags == []
+    rows = seed.split("\n")
+    multi = [d for d in f.decls if d.span.end_line - d.span.line >= 2]
+    broken = data.draw(st.lists(st.sampled_from(multi), min_size=1, max_size=4, unique_by=lambda d: d.span.line))
+    for d in broken:
+        for _ in range(data.draw(st.integers(1, 2))):  # one or two bad statements in the block
+            i = data.draw(st.integers(d.span.line, d.span.end_line - 2))  # 0-based index of an inner line
+            row = rows[i]
+            if not row.strip() or row.strip().startswith("#"):
+                continue
+            col = len(row) - len(row.lstrip())
+            rows[i] = row[:col] + data.draw(st.sampled_from(["@@ ", "&& ", "= ", "80GB ", "qouta "])) + row[col:]
+    text = "\n".join(rows)
+    got, diags = lang.parse(text, "f.policy")
+    names = lambda decls: {(d.kind, d.name.name if d.name else "") for d in decls}  # noqa: E731
+    hit = {d.span.line for d in broken if any(d.span.line <= x.span.line <= d.span.end_line for x in diags)}
+    changed = [d for d in broken if "\n".join(rows[d.span.line - 1 : d.span.end_line]) != "\n".join(seed.split("\n")[d.span.line - 1 : d.span.end_line])]
+    assert {d.span.line for d in changed} <= hit  # every broken block reports inside itself
+    assert all(any(d.span.line <= x.span.line <= d.span.end_line for d in changed) for x in diags)  # nowhere else
+    assert names(got.decls if got else ()) == names(f.decls) - names(changed)
+    must_not_crash(text)

@@ -54,7 +54,8 @@ class Bad:
 
 BAD = [
     Bad("missing quantity", "gpu g { memory }", "E0001", 1, "a number or a quantity like `80Gi`"),
-    Bad("bad unit", "gpu g { memory 80Gib }", "E0002", 1, "quantity"),
+    Bad("bad unit", "gpu g { memory 80Gib }", "E0007", 1, "did you mean `80Gi`?"),
+    Bad("unknown unit", "gpu g { memory 80Qx }", "E0007", 1, "`Qx` is not a unit"),
     Bad("single equals", 'rule r {\n  for namespace = "a"\n}', "E0001", 2, "expected `==`"),
     Bad("unknown statement", "quota q {\n  gpu_mem 2Ti\n}", "E0001", 2, "unknown statement `gpu_mem`"),
     Bad("ampersands", "rule r {\n  when a && b\n}", "E0002", 2, "unexpected character `&`"),
@@ -187,3 +188,50 @@ def test_a_long_chain_is_one_flat_node_with_every_term(op):
     assert len(chain.items) == n
     assert [i.right.value for i in chain.items[:2]] == ["ns-0", "ns-1"]
     assert (chain.span.line, chain.span.col) == (2, 7)
+
+
+
+@pytest.mark.parametrize("written,want_meant", [
+    ("80GB", "80Gi"), ("24gi", "24Gi"), ("2TB", "2Ti"), ("1.5GiB", "1.5Gi"), ("512mb", "512Mi"), ("4K", "4Ki"), ("3PiB", "3Pi"),
+])
+def test_a_mistyped_unit_names_the_unit_meant(written, want_meant):
+    src = f"quota q {{\n  gpu_memory {written}\n}}\n"
+    _, diags = lang.parse(src, "t.policy")
+    assert [(d.code, d.span.line, d.span.col, d.span.end_col) for d in diags] == [("E0007", 2, 14, 14 + len(written))]
+    assert diags[0].message == f"`{written}` is not a quantity; did you mean `{want_meant}`?"
+
+
+@pytest.mark.parametrize("src,want_help", [
+    ("qouta q {\n  gpus 8\n}\n", "did you mean `quota`?"),
+    ("prority p 5\n", "did you mean `priority`?"),
+    ("gpu h100 { product \"x\" memory 1Gi }\nfracton f {\n  min 0.1\n}\n", "did you mean `fraction`?"),
+    ("hello\n", None),
+])
+def test_a_misspelt_declaration_keyword_says_which_was_meant(src, want_help):
+    _, diags = lang.parse(src, "t.policy")
+    assert [(d.code, d.help) for d in diags] == [("E0001", want_help)]
+
+
+def test_every_syntax_error_of_a_block_is_reported():
+    src = 'rule r {\n  for namespace = "a"\n  when gpus > 0 and\n       gpus => 2\n  deny "x" "y"\n}\nquota q {\n  gpus 8 x\n  cohort\n}\n'
+    _, diags = lang.parse(src, "t.policy")
+    assert [(d.code, d.span.line) for d in diags] == [("E0001", 2), ("E0001", 4), ("E0001", 5), ("E0001", 8), ("E0001", 9)]
+
+
+def test_stray_lines_between_blocks_do_not_cost_the_blocks_around_them():
+    src = "quota a {\n  gpus 1\n}\nprority p 5\nquota b {\n  gpus 2\n}\nqouta c {\n  gpus 3\n}\nquota d {\n  gpus 4\n}\n"
+    f, diags = lang.parse(src, "t.policy")
+    assert [(d.span.line, d.help) for d in diags] == [(4, "did you mean `priority`?"), (8, "did you mean `quota`?")]
+    assert [d.name.name for d in f.decls] == ["a", "b", "d"]
+
+
+def test_check_errors_of_parsed_blocks_are_kept_and_names_of_broken_blocks_are_not_unknown():
+    src = (
+        'topology fabric {\n  rack "r"\n}\n'
+        'gpu h100 { product "x" memory }\n'  # syntax error: h100 is declared, only broken
+        "quota q {\n  gpus 8 of h100\n  gpus 4 of a100\n}\n"
+        "gang g {\n  require topology fabric.rak\n}\n"
+    )
+    _, diags = lang.compile_policies([("t.policy", src)])
+    assert [(d.code, d.span.line) for d in diags] == [("E0001", 4), ("E0102", 7), ("E0104", 10)]
+    assert "a100" in diags[1].message
