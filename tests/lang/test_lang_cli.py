@@ -46,6 +46,30 @@ def test_check_json_shape(capsys):
     assert items[0]["end"] == {"line": 5, "column": 17} and items[0]["code"] == "E0201"
 
 
+@pytest.mark.parametrize("golden,want_codes", [
+    ("absent", {"E0205"}),
+    ("borrow", {"W0305"}),
+    ("hints", {"E0007", "E0001", "E0101", "E0102"}),
+    ("recovery", {"E0001", "E0104", "E0202"}),
+])
+def test_check_json_of_the_new_diagnostics(capsys, golden, want_codes):
+    path = HERE / "golden" / f"{golden}.policy"
+    code, out, _ = run(capsys, "check", "--format", "json", str(path))
+    items = json.loads(out)
+    assert code == (0 if golden == "borrow" else 1)
+    assert {i["code"] for i in items} == want_codes
+    text = path.read_text(encoding="utf-8").split("\n")
+    for i in items:
+        assert set(i) == {"path", "line", "column", "end", "code", "severity", "message", "help"}
+        assert i["severity"] == ("warning" if i["code"].startswith("W") else "error") and i["message"]
+        assert 1 <= i["column"] <= len(text[i["line"] - 1]) + 1 and i["end"]["column"] > i["column"]  # +1: at the end of the line
+    if golden == "absent":
+        assert any('`not has(gpu_model) or gpu_model != "l4"`' in i["help"] for i in items)
+    if golden == "hints":
+        assert any("did you mean `80Gi`?" in i["message"] for i in items)
+        assert any("quote it" in (i["help"] or "") for i in items)
+
+
 def test_check_sarif_shape(capsys):
     code, out, _ = run(capsys, "check", "--format", "sarif", str(THREE))
     log = json.loads(out)
