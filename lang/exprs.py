@@ -237,8 +237,9 @@ class ExprLowerer:
         self.err("E0101", f"unknown field `{word.dotted}`", word.span, f"to compare with the text, quote it: `{text}`")
 
     def _CompareExpr(self, e: ast.CompareExpr):
-        if self.bare_word(e.left) != self.bare_word(e.right):  # `namespace == vision`
-            word, other = (e.right, e.left) if self.bare_word(e.right) else (e.left, e.right)
+        bare_right = self.bare_word(e.right)
+        if bare_right != self.bare_word(e.left):  # `namespace == vision`
+            word, other = (e.right, e.left) if bare_right else (e.left, e.right)
             o = self.settle(self.lower(other))
             if o is not None and o.type is Type.STRING and not isinstance(o, ir.Lit):  # beside a literal it is a misspelt field
                 from lang.absent import show

@@ -27,6 +27,7 @@ _KINDS = "gpu|topology|priority|quota|fraction|gang|agents|rule"
 # A declaration starts in column 1 with its keyword, or with any word (a misspelt keyword) and a name before `{`.
 _BLOCK_START = re.compile(rf"^(?:(?:{_KINDS})\b|[A-Za-z_][\w-]*(?:[ \t]+[A-Za-z_][\w-]*)?[ \t]*\{{)", re.M)
 _HEAD = re.compile(rf"({_KINDS})\b[ \t]*([A-Za-z_](?:[\w-]*\w)?)?")
+_STATEMENT_ERRORS = ("E0001", "E0002", "E0007")  # errors inside one statement: the block reads on after it
 _TOP_TERMINALS = {"GPU", "TOPOLOGY", "PRIORITY", "QUOTA", "FRACTION", "GANG", "AGENTS", "RULE"}
 # A line that a condition continues after: ends in an operator, `,` or `(` (comments aside).
 _CONTINUES = re.compile(r"(?:\b(?:and|or|not|in|matches)|[,(+\-*<>=])[ \t]*(?:#[^\n]*)?$")
@@ -235,7 +236,7 @@ def _blank_statement(padded: str, line: int) -> str:
 def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int) -> list[Diagnostic]:
     """Syntax errors after the first one of a block: blank the bad statement and parse the block again.
 
-    Only errors on later lines are kept, and only E0001/E0002, so blanking never invents an
+    Only errors on later lines are kept, and only E0001/E0002/E0007, so blanking never invents an
     unclosed block or reports one mistake twice.
     """
     out: list[Diagnostic] = []
@@ -248,7 +249,7 @@ def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int)
             d = describe_unexpected(exc, padded, path, parse_fn=_parse_example)
         except BuildError as exc:
             d = exc.diagnostic
-        if d.code not in ("E0001", "E0002") or d.span.line <= line:
+        if d.code not in _STATEMENT_ERRORS or d.span.line <= line:
             break
         out.append(d)
         line = d.span.line
@@ -316,7 +317,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
             named = _head(text[start:end])
             if named is not None:
                 unparsed.append(named)
-            if d.code in ("E0001", "E0002"):
+            if d.code in _STATEMENT_ERRORS:
                 more = _more_errors(padded, d.span.line, line, path, _MAX_ERRORS - errors)
                 errors += len(more)
                 diags.extend(more)
