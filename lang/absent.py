@@ -12,6 +12,8 @@ chain, or the block's `for` (for `when` conditions evaluated only after it match
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from lang import ir, quantity
 from lang.diagnostics import Diagnostic, error
 from lang.fold import ALWAYS_PRESENT
@@ -23,7 +25,7 @@ _NEEDS_GUARD = frozenset(("!=", "<", "<=", ">", ">="))
 NOTHING: frozenset[str] = frozenset()
 
 
-def check_absent(e: ir.Expr | None, given: frozenset[str], diags: list[Diagnostic]) -> None:
+def check_absent(e: ir.Expr | None, given: Set[str], diags: list[Diagnostic]) -> None:
     """Append E0205 for each comparison on a maybe-absent value that no guard dominates."""
     if e is not None:
         _walk(e, given, diags)
@@ -77,7 +79,7 @@ def _meet(sets) -> frozenset[str]:
     return out or NOTHING
 
 
-def _walk(e: ir.Expr, given, diags: list[Diagnostic]) -> None:
+def _walk(e: ir.Expr, given: Set[str], diags: list[Diagnostic]) -> None:
     if isinstance(e, ir.And) or isinstance(e, ir.Or):
         # one running set per chain (copied once), so a chain of n items costs O(n)
         acc = set(given)
@@ -93,7 +95,7 @@ def _walk(e: ir.Expr, given, diags: list[Diagnostic]) -> None:
         _compare(e, given, diags)
 
 
-def _compare(e: ir.Compare, given, diags: list[Diagnostic]) -> None:
+def _compare(e: ir.Compare, given: Set[str], diags: list[Diagnostic]) -> None:
     if e.op not in _NEEDS_GUARD or Type.NONE in (e.left.type, e.right.type):
         return  # `==` needs no guard; a literal `none` is E0301's
     missing = [k for k in dict.fromkeys(_optional_leaves(e.left) + _optional_leaves(e.right)) if k not in given]

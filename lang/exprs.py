@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from lang import ast, ir, quantity
+from lang.absent import show
 from lang.diagnostics import Diagnostic, error
 from lang.ir import Type
 from lang.span import Span
@@ -242,8 +243,6 @@ class ExprLowerer:
             word, other = (e.right, e.left) if bare_right else (e.left, e.right)
             o = self.settle(self.lower(other))
             if o is not None and o.type is Type.STRING and not isinstance(o, ir.Lit):  # beside a literal it is a misspelt field
-                from lang.absent import show
-
                 quoted = f'"{word.dotted}"'
                 self._quote_it(word, o, f"{show(o)} {e.op} {quoted}" if word is e.right else f"{quoted} {e.op} {show(o)}")
             else:
@@ -312,8 +311,6 @@ class ExprLowerer:
         if self.bare_word(e.item):  # `admins in groups`
             container = self.settle(self.lower(e.container))
             if container is not None and container.type in (Type.MAP, Type.LIST):
-                from lang.absent import show
-
                 self._quote_it(e.item, None, f'"{e.item.dotted}" in {show(container)}')
             else:
                 self.lower(e.item)

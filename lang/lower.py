@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from lang import ast, ir
 from lang.absent import NOTHING, check_absent
 from lang.checker import check_borrow, check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
@@ -33,7 +35,7 @@ class Lowerer:
             self.diags.append(diag)
         return value
 
-    def condition(self, e: ast.Expr | None, what: str, given: frozenset[str] = NOTHING) -> ir.Expr | None:
+    def condition(self, e: ast.Expr | None, what: str, given: Set[str] = NOTHING) -> ir.Expr | None:
         """A boolean condition; E0301 when it can never be true, W0301 when it always is, E0205 for an unguarded optional value.
 
         `given`: values a dominating condition (the block's `for`) already proved present.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Set
 
 from lang import ast, ir
 from lang.absent import check_absent, present_when_true
@@ -140,7 +141,7 @@ def lower_rule(low, b: ast.Block) -> ir.Rule:
     )
 
 
-def _set(low, s: ast.SetStmt, given: frozenset[str]) -> ir.SetField | None:
+def _set(low, s: ast.SetStmt, given: Set[str]) -> ir.SetField | None:
     if s.target.name not in ("labels", "annotations"):
         low.err("E0112", f"`set` cannot write `{s.target.name}`", s.target.span, 'write `set labels["k"] = …` or `set annotations["k"] = …`')
         return None
