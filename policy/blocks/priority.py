@@ -1,11 +1,13 @@
 """`priority` declarations: unknown classes are denied, the `default` class is set by mutation.
 
 The API server's Priority admission plugin runs BEFORE mutating webhooks and has
-already resolved `spec.priority` (and `spec.preemptionPolicy`) for the pod as sent.
-A patch that adds `priorityClassName` must therefore also set `spec.priority` to the
-class value and `spec.preemptionPolicy` to match the class, or the API server rejects
-the pod. Classes declared with `preempts` preempt (`PreemptLowerPriority`); the
-others are declared `Never` (the compiler emits the PriorityClass manifests the same way).
+already resolved `spec.priority` (and `spec.preemptionPolicy`) for the pod as sent;
+after a webhook mutates the pod it runs again and computes both fields from the LIVE
+PriorityClass, refusing the pod when the patch says otherwise. So the patch carries the
+live class's value and preemption policy (from the cluster snapshot) and the policy's
+declaration only when the cluster has no such class yet. Declared with `preempts` means
+`PreemptLowerPriority`, otherwise `Never`, as the compiled PriorityClass manifests say;
+`policy/priority_drift.py` reports live classes that differ.
 """
 
 from __future__ import annotations
@@ -24,6 +26,23 @@ def preemption_policy(p: ir.Priority) -> str:
     return "PreemptLowerPriority" if p.preempts else "Never"
 
 
+def live_fields(p: ir.Priority, snapshot) -> tuple[int, str, bool]:
+    """(value, preemptionPolicy, live?) the Priority admission plugin computes for class `p`."""
+    live = snapshot.priority_class(p.name) if snapshot is not None else None
+    if live is None or type(live.get("value")) is not int:
+        return p.value, preemption_policy(p), False
+    # The API server defaults an absent preemptionPolicy to PreemptLowerPriority when it stores a class.
+    return live["value"], live.get("preemptionPolicy") or "PreemptLowerPriority", True
+
+
+def is_priority_group(w) -> bool:
+    """An upstream `scheduling.k8s.io` PodGroup: the Priority plugin admits its priorityClassName too."""
+    if w.kind != "PodGroup" or w.obj is None:
+        return False
+    api = w.obj.get("apiVersion")
+    return type(api) is str and api.startswith("scheduling.k8s.io/")
+
+
 def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Context], None] | None:
     """The per-request priority check, or None when the set declares no classes."""
     if not priorities:
@@ -31,11 +50,6 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
     by_name = {p.name: p for p in priorities}
     declared = ", ".join(sorted(by_name))
     default = next((p for p in priorities if p.default), None)
-    default_members = (
-        {"priorityClassName": default.name, "priority": default.value, "preemptionPolicy": preemption_policy(default)}
-        if default is not None
-        else {}
-    )
     unknown_location = where(priorities[0].span)
 
     def check(ctx: Context) -> None:
@@ -44,13 +58,18 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
             return
         cls = w.priority_class
         if cls is None:
-            if default is None or w.kind != "Pod":
+            if default is None or (w.kind != "Pod" and not is_priority_group(w)):
                 return
             block = f"priority {default.name}"
             ctx.blocks.append(block)
+            value, policy, live = live_fields(default, ctx.snapshot)
             if ctx.mutate:
-                ctx.patch.set_members(("spec",), default_members)
-            ctx.note(block, where(default.span), f"no priority class named; default {default.name} ({default.value}) applies")
+                members = {"priorityClassName": default.name, "priority": value}
+                if w.kind == "Pod":  # a PodGroup has no preemptionPolicy
+                    members["preemptionPolicy"] = policy
+                ctx.patch.set_members(("spec",), members)
+            source = "the live class" if live else "declared; no such class in the cluster yet"
+            ctx.note(block, where(default.span), f"no priority class named; default {default.name} ({value}, {policy}: {source}) applies")
             return
         p = by_name.get(cls)
         if p is not None:

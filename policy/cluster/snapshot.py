@@ -255,11 +255,11 @@ class ClusterSnapshot:
         return self._priority_classes.values()
 
     def default_priority_class(self) -> dict | None:
-        """The `globalDefault: true` PriorityClass (highest value if several, as the API server picks), or None."""
+        """The `globalDefault: true` PriorityClass (lowest value if several, as the 1.36 Priority plugin picks), or None."""
         best = None
         for pc in self._priority_classes.values():
             if pc.get("globalDefault") is True and type(pc.get("value")) is int:
-                if best is None or pc["value"] > best["value"]:
+                if best is None or pc["value"] < best["value"]:
                     best = pc
         return best
 

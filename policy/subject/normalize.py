@@ -139,7 +139,9 @@ def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: l
         tspec = ((ps or EMPTY).get("template") or EMPTY).get("spec") or EMPTY
         p, h, n = escalations(tspec)
         privileged, host_path, host_network = privileged or p, host_path or h, host_network or n
-    priority, pc = _priority(spec, snapshot, problems, pod=False)  # Priority admission defaults Pods only
+    # The Priority plugin defaults Pods and (1.36, WorkloadAwarePreemption) upstream scheduling.k8s.io PodGroups.
+    upstream = (obj.get("kind") or base.get("kind")) == "PodGroup" and str(obj.get("apiVersion") or "").startswith("scheduling.k8s.io/")
+    priority, pc = _priority(spec, snapshot, problems, pod=upstream)
     return make_workload(
         kind=obj.get("kind") or base.get("kind") or "", labels=meta.get("labels") or EMPTY,
         annotations=meta.get("annotations") or EMPTY,

@@ -1,4 +1,8 @@
-"""`allot check [PATH…] [--format text|json|sarif]`: parse and type-check a policy set."""
+"""`allot check [PATH…] [--cluster FILE] [--format text|json|sarif]`: parse and type-check a policy set.
+
+With `--cluster`, also compare the declared priority classes with the cluster's live
+PriorityClasses (policy/priority_drift.py): any difference is an error (exit 1).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ def add_arguments(parser) -> None:
     """Paths (files or directories, default `policies`) and the output format."""
     parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories (default: policies)")
     parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
+    parser.add_argument("--cluster", metavar="FILE",
+                        help="`kubectl get -o yaml` dump: report declared priority classes whose live PriorityClass differs")
 
 
 def run(args) -> int:
@@ -23,15 +29,37 @@ def run(args) -> int:
         from webhook.errors import UsageError
 
         raise UsageError("no .policy files found in " + ", ".join(args.paths or ["policies"]))
-    _, diags = lang.compile_policies(sources)
+    snapshot = None
+    if args.cluster:
+        from webhook.clusterfile import read_cluster_file
+
+        snapshot = read_cluster_file(args.cluster)  # before compiling: a bad file is a usage error (exit 2)
+    policy_set, diags = lang.compile_policies(sources)
+    drift = []
+    if snapshot is not None and policy_set is not None:
+        drift = drift_diagnostics(policy_set.priorities, snapshot, args.cluster)
+    everything = [*diags, *drift]
     if args.format == "json":
-        print(json.dumps([d.to_json() for d in diags], indent=2))
+        print(json.dumps([d.to_json() for d in everything], indent=2))
     elif args.format == "sarif":
-        print(json.dumps(to_sarif(diags), indent=2))
+        print(json.dumps(to_sarif(everything), indent=2))
     else:
-        if diags:
-            print(render_all(diags, dict(sources)))
+        if everything:
+            print(render_all(everything, dict(sources)))
             print()
         print(summarize(diags, len(sources)))
+        if snapshot is not None:
+            print(f"cluster {args.cluster}: {len(drift)} priority class difference(s)" if drift
+                  else f"cluster {args.cluster}: declared priority classes match the live ones")
     sys.stdout.flush()
-    return 1 if any(d.severity == "error" for d in diags) else 0
+    return 1 if any(d.severity == "error" for d in everything) else 0
+
+
+def drift_diagnostics(priorities, snapshot, cluster_path: str) -> list:
+    """`PriorityClassDrift` errors at the declaring block (or the cluster file, for an undeclared class)."""
+    from lang.diagnostics import error
+    from lang.span import Span
+    from policy.priority_drift import priority_drift
+
+    here = Span(cluster_path, 1, 1, 1, 1)
+    return [error("PriorityClassDrift", d.message, d.span or here, d.fix) for d in priority_drift(priorities, snapshot)]

@@ -143,7 +143,9 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    body, ctype = request.app[STATE].metrics.render()
+    state = request.app[STATE]
+    state.priority_drift()  # a gauge of live cluster state: computed when scraped (a handful of classes)
+    body, ctype = state.metrics.render()
     return web.Response(body=body, headers={"Content-Type": ctype})
 
 

@@ -50,6 +50,13 @@ class Metrics:
             "allot_watch_restarts", "Watch reconnects by kind and reason (expired, error, closed).", ["kind", "reason"], registry=r
         )
         self.cluster_synced = Gauge("allot_cluster_synced", "1 once every watched kind finished its first list.", registry=r)
+        self.priority_drift = Gauge(
+            "allot_priority_class_drift",
+            "1 per declared priority class whose live PriorityClass differs, by field (value, preemptionPolicy, "
+            "globalDefault, missing); refreshed on each scrape and /readyz.",
+            ["class", "field"],
+            registry=r,
+        )
 
     def count_decision(self, endpoint: str, allowed: bool, seconds: float, reasons) -> None:
         """The per-request metrics in one call (loop thread only)."""

@@ -154,6 +154,7 @@ class State:
             problems.append("cluster state not synced yet")
         detail = {
             "ready": not problems,
+            "priority_classes": {"drift": [d.to_json() for d in self.priority_drift()]},
             "problems": problems,
             "policy": self.policy.to_json(),
             "cluster": self.cluster.to_json(),
@@ -162,6 +163,24 @@ class State:
             "mode": self.mode,
         }
         return not problems, detail
+
+    def priority_drift(self) -> list:
+        """Declared priority classes whose live PriorityClass differs (policy/priority_drift.py); updates the metric.
+
+        Reported, not a readiness problem: the patch already carries the live values, and
+        a replica going unready would not make the classes agree.
+        """
+        policy_set = getattr(self.engine, "policy_set", None)  # stand-in engines have none
+        drift = []
+        if policy_set is not None and self.snapshot is not None and self.cluster.synced:
+            from policy.priority_drift import priority_drift
+
+            drift = priority_drift(policy_set.priorities, self.snapshot)
+        gauge = self.metrics.priority_drift
+        gauge.clear()
+        for d in drift:
+            gauge.labels(d.name, d.field).set(1)
+        return drift
 
 
 def warm_engine(engine: Any, snapshot: Any) -> None:

@@ -70,3 +70,71 @@ def test_unknown_class_is_denied(klass, want_allowed):
 def test_unknown_class_on_update_is_not_rejudged():
     # priorityClassName is immutable; only CREATE is judged.
     assert decide(pod(gpus=1, priority_class="gold"), operation="UPDATE").allowed
+
+
+# ---- the live PriorityClass decides what the patch says (issue 11, problem 1) ----------
+
+def live_class(name, value, policy=None, global_default=False):
+    """A PriorityClass as `kubectl get -o yaml` shows it (preemptionPolicy absent = never written)."""
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value,
+          "globalDefault": global_default}
+    if policy is not None:
+        pc["preemptionPolicy"] = policy
+    return pc
+
+
+@pytest.mark.parametrize(
+    "live, want_priority, want_policy",
+    [
+        (None, 100, "Never"),  # no such class yet: the declaration
+        (live_class("batch", 100, "Never"), 100, "Never"),  # agrees
+        (live_class("batch", 100, "PreemptLowerPriority"), 100, "PreemptLowerPriority"),  # problem 1
+        (live_class("batch", 250, "Never"), 250, "Never"),  # another value
+        (live_class("batch", 7), 7, "PreemptLowerPriority"),  # absent policy: what the API server stores
+        (live_class("other", 5, "PreemptLowerPriority"), 100, "Never"),  # another class is not ours
+    ],
+)
+def test_default_patch_carries_the_live_class(live, want_priority, want_policy):
+    obj = pod(gpus=1)
+    obj["spec"]["priority"] = 0
+    req = wrap_manifest(obj, user="alice", groups=[], operation="CREATE")["request"]
+    snap = ClusterSnapshot.from_objects([live] if live else [])
+    d = Engine(policy(priorities=CLASSES)).decide(req, snap, 0.0, mutate=True)
+    patched = jsonpatch.apply_patch(obj, list(d.patch))
+    assert d.allowed
+    assert (patched["spec"]["priorityClassName"], patched["spec"]["priority"], patched["spec"]["preemptionPolicy"]) == (
+        "batch", want_priority, want_policy)
+
+
+def test_default_follows_a_live_class_changed_after_compile():
+    # The snapshot is live: a class re-created with another value changes the next patch, no reload needed.
+    snap = ClusterSnapshot.from_objects([live_class("batch", 100, "Never")])
+    engine = Engine(policy(priorities=CLASSES))
+    req = wrap_manifest(pod(gpus=1), user="alice", groups=[], operation="CREATE")["request"]
+    snap.apply("DELETED", live_class("batch", 100, "Never"))
+    snap.apply("ADDED", live_class("batch", 300, "PreemptLowerPriority"))
+    ops = {op["path"]: op["value"] for op in engine.decide(req, snap, 0.0, mutate=True).patch}
+    assert (ops["/spec/priority"], ops["/spec/preemptionPolicy"]) == (300, "PreemptLowerPriority")
+
+
+def test_upstream_podgroup_default_sets_class_and_priority_only():
+    # scheduling.k8s.io PodGroups are admitted by the Priority plugin too (1.36, WorkloadAwarePreemption);
+    # they have spec.priority but no preemptionPolicy.
+    from policy.context import Context
+    from policy.blocks.priority import make_check
+    from policy.subject.model import Workload
+
+    obj = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "a"},
+           "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+    check = make_check(tuple(CLASSES), "enforce")
+    snap = ClusterSnapshot.from_objects([live_class("batch", 120, "PreemptLowerPriority")])
+    w = Workload(kind="PodGroup", namespace="a", pods=2, gpus=1000, total_gpus=2000, resource="podgroups", obj=obj)
+    ctx = Context(w, snap, 0.0, mutate=True)
+    check(ctx)
+    patched = jsonpatch.apply_patch(obj, list(ctx.patch_ops()))
+    assert patched["spec"].get("priorityClassName") == "batch" and patched["spec"]["priority"] == 120
+    assert "preemptionPolicy" not in patched["spec"]
+    other = {**obj, "apiVersion": "scheduling.x-k8s.io/v1alpha1"}  # coscheduling: the Priority plugin ignores it
+    ctx = Context(Workload(kind="PodGroup", namespace="a", pods=2, gpus=1000, total_gpus=2000, obj=other), snap, 0.0, mutate=True)
+    check(ctx)
+    assert ctx.patch_ops() == ()

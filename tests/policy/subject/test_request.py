@@ -64,7 +64,7 @@ def test_request_fields(case):
 
 @pytest.mark.parametrize("classes,spec,want", [
     ((("low", 10, True), ("mid", 50, False)), {}, (10, "low")),
-    ((("low", 10, True), ("high", 90, True)), {}, (90, "high")),
+    ((("low", 10, True), ("high", 90, True)), {}, (10, "low")),  # two defaults (a race): 1.36 picks the lowest
     ((("mid", 50, False),), {}, (None, None)),
     ((("low", 10, True),), {"priorityClassName": "mid"}, (None, "mid")),
     ((("low", 10, True),), {"priority": 7}, (7, None)),
