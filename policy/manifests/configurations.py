@@ -48,6 +48,7 @@ class Target:
     ca_bundle: str | None = None  # base64 PEM, as clientConfig.caBundle wants it
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     digest: str | None = None  # bundle digest, stamped on the configurations
+    url: str | None = None  # `clientConfig.url` base (https://host:port) instead of the Service, e.g. a webhook outside the cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,10 @@ def _namespace_selector(target: Target, scope: NamespaceScope | None) -> dict:
 
 
 def _client_config(target: Target, path: str) -> dict:
-    cfg: dict = {"service": {"name": target.service, "namespace": target.namespace, "path": path, "port": target.port}}
+    if target.url:
+        cfg: dict = {"url": target.url.rstrip("/") + path}
+    else:
+        cfg = {"service": {"name": target.service, "namespace": target.namespace, "path": path, "port": target.port}}
     if target.ca_bundle:
         cfg["caBundle"] = target.ca_bundle
     return cfg

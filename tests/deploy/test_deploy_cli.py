@@ -102,6 +102,19 @@ def test_compile_puts_the_ca_bundle_on_every_entry_and_drops_stale_priority_clas
     assert hooks and all(w["clientConfig"]["caBundle"] == want for w in hooks)
 
 
+def test_compile_url_points_every_entry_at_the_webhook_outside_the_cluster(tmp_path):
+    out = tmp_path / "out"
+    pol = write_policies(tmp_path / "pol", agents=AGENTS_POLICY, quota=QUOTA_POLICY)
+    assert main(["compile", "--policy", str(pol), "-o", str(out), "--url", "https://127.0.0.1:9443/"]) == 0
+    got = {(w["name"], w["clientConfig"]["url"]) for f in ("validating-webhook.yaml", "mutating-webhook.yaml")
+           for d in load_docs(out / f) for w in d["webhooks"]}
+    assert got == {("pods.validate.allot.io", "https://127.0.0.1:9443/validate"),
+                   ("agents.validate.allot.io", "https://127.0.0.1:9443/validate"),
+                   ("pods.mutate.allot.io", "https://127.0.0.1:9443/mutate")}
+    hooks = [w for f in ("validating-webhook.yaml", "mutating-webhook.yaml") for d in load_docs(out / f) for w in d["webhooks"]]
+    assert all("service" not in w["clientConfig"] for w in hooks)
+
+
 @pytest.mark.parametrize(
     "argv_tail",
     [
@@ -109,6 +122,9 @@ def test_compile_puts_the_ca_bundle_on_every_entry_and_drops_stale_priority_clas
         ["--policy", "pol", "-o", "out", "--ca-bundle", "pol/quota.policy"],  # not a certificate
         ["--policy", "pol", "-o", "out", "--sign", "missing.key"],
         ["--policy", "pol"],  # -o missing
+        ["--policy", "pol", "-o", "out", "--url", "http://127.0.0.1:8443"],  # the API server calls https only
+        ["--policy", "pol", "-o", "out", "--url", "https://127.0.0.1:99999"],
+        ["--policy", "pol", "-o", "out", "--url", "https://h:8443/?x=1"],
     ],
 )
 def test_compile_usage_errors_exit_2(tmp_path, monkeypatch, capsys, argv_tail):

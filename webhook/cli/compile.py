@@ -26,13 +26,15 @@ BUNDLE_CONFIGMAP = "allot-policy-bundle"
 
 
 def add_arguments(parser) -> None:
-    """--policy DIR -o OUT [--service NAME] [--namespace NS] [--port N] [--ca-bundle FILE] [--sign KEY]."""
+    """--policy DIR -o OUT [--service NAME] [--namespace NS] [--port N] [--ca-bundle FILE] [--url URL] [--sign KEY]."""
     parser.add_argument("--policy", required=True, metavar="DIR", help="policy file or directory of *.policy files")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="directory to write into")
     parser.add_argument("--service", default="allot", help="webhook Service name (default: allot)")
     parser.add_argument("--namespace", default="allot-system", help="namespace of the Service (default: allot-system)")
     parser.add_argument("--port", type=int, default=443, help="Service port (default: 443)")
     parser.add_argument("--ca-bundle", metavar="FILE", help="PEM CA certificate to put in clientConfig.caBundle")
+    parser.add_argument("--url", metavar="https://HOST:PORT",
+                        help="call the webhook at this URL (clientConfig.url + /validate, /mutate) instead of the Service")
     parser.add_argument("--sign", metavar="KEY", help="Ed25519 private key (allot bundle keygen) to sign the bundle")
 
 
@@ -45,6 +47,22 @@ def read_ca_bundle(path: str) -> str:
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise UsageError(f"--ca-bundle {path}: not a PEM certificate")
     return base64.b64encode(data).decode("ascii")
+
+
+def check_url(url: str) -> str:
+    """A webhook base URL the API server accepts (https, a host, no query or fragment); UsageError otherwise."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise UsageError(f"--url {url}: {exc}") from None
+    if parts.scheme != "https" or not parts.hostname:
+        raise UsageError(f"--url {url}: give https://HOST[:PORT] (the API server calls webhooks over TLS only)")
+    if parts.query or parts.fragment or parts.username:
+        raise UsageError(f"--url {url}: no user, query or fragment (the API server refuses them)")
+    return url
 
 
 def _compile(sources: list[tuple[str, str]]):
@@ -93,14 +111,14 @@ class Written:
 
 def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path, *, service: str = "allot",
                   namespace: str = "allot-system", port: int = 443, ca_bundle: str | None = None,
-                  sign_key: str | None = None) -> Written:
+                  sign_key: str | None = None, url: str | None = None) -> Written:
     """Write the webhook configurations, PriorityClasses, bundle and kustomization for a checked set into `out`."""
     from policy.manifests import configurations as manifests
     from webhook import bundle
 
     data = bundle.encode_bundle(sources)
     digest = bundle.compute_digest(sorted(sources))
-    target = manifests.Target(service=service, namespace=namespace, port=port, ca_bundle=ca_bundle, digest=digest)
+    target = manifests.Target(service=service, namespace=namespace, port=port, ca_bundle=ca_bundle, digest=digest, url=url)
     out.mkdir(parents=True, exist_ok=True)
     validating = manifests.validating_configuration(policy_set, target)
     mutating = manifests.mutating_configuration(policy_set, target)
@@ -141,6 +159,7 @@ def run(args) -> int:
     if not sources:
         raise UsageError(f"{args.policy}: no *.policy files")
     ca = read_ca_bundle(args.ca_bundle) if args.ca_bundle else None
+    url = check_url(args.url) if args.url else None
     if args.sign and not pathlib.Path(args.sign).is_file():
         raise UsageError(f"--sign {args.sign}: no such key file")
     policy_set, diags = _compile(sources)
@@ -157,7 +176,7 @@ def run(args) -> int:
     try:
         written = write_outputs(policy_set, relative_sources(args.policy, sources), pathlib.Path(args.output),
                                 service=args.service, namespace=args.namespace, port=args.port, ca_bundle=ca,
-                                sign_key=args.sign)
+                                sign_key=args.sign, url=url)
     except OSError as exc:
         raise UsageError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
     print(f"wrote {args.output}: {', '.join(written.files)} ({written.digest}"
