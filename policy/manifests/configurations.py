@@ -222,11 +222,31 @@ def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dic
             "webhooks": [e for e in entries if e is not None]}
 
 
+# Upstream PodGroups without a class: the Priority plugin resolves theirs like a pod's (1.36, WorkloadAwarePreemption).
+NO_PRIORITY_CLASS_CEL = "!has(object.spec) || !has(object.spec.priorityClassName) || object.spec.priorityClassName == ''"
+
+
+def _priority_group_entry(ps: ir.PolicySet, target: Target) -> dict | None:
+    """Upstream `scheduling.k8s.io` PodGroups that name no class, when the set declares a default class.
+
+    Fails open: a missed default leaves the group at the cluster default, it waives no limit.
+    """
+    if not any(p.default for p in ps.priorities):
+        return None
+    rules = [{"apiGroups": ["scheduling.k8s.io"], "apiVersions": ["*"], "operations": ["CREATE"],
+              "resources": ["podgroups"], "scope": "Namespaced"}]
+    conditions = [{"name": "no-priority-class", "expression": NO_PRIORITY_CLASS_CEL}]
+    return _entry("podgroups.mutate.allot.io", "/mutate", target, rules, conditions, enforce=False,
+                  timeout=GROUP_TIMEOUT, mutating=True)
+
+
 def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
-    """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches."""
-    entry = _pod_entry("pods.mutate.allot.io", "/mutate", target, mutating_pod_contributors(ps), mutating=True)
+    """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches;
+    upstream PodGroups the default priority patches."""
+    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, mutating_pod_contributors(ps), mutating=True),
+               _priority_group_entry(ps, target)]
     return {"apiVersion": API, "kind": "MutatingWebhookConfiguration", "metadata": _metadata(MUTATING_NAME, target),
-            "webhooks": [entry] if entry else []}
+            "webhooks": [e for e in entries if e is not None]}
 
 
 def priority_classes(ps: ir.PolicySet) -> list[dict]:
