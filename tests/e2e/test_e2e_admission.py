@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kit import GPU, RACK, gpu_pod, wait_for
+from kit import GPU, H100, RACK, gpu_pod, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -104,16 +104,23 @@ def test_gang_members_are_pinned_to_the_rack_that_holds_the_gang(allot, kube, cl
     g = ns(cluster, "g")
     labels = {"kueue.x-k8s.io/pod-group-name": "train"}
     annotations = {"kueue.x-k8s.io/pod-group-total-count": "3"}
+    # The last member already has required node affinity of its own: the rack is added into its term.
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [H100]}]}]}}}
     for i in range(3):  # 3 x 4 GPUs: only rack r1 (2 nodes x 8) holds 12
-        kube.create(gpu_pod(f"train-{i}", g, gpus=4, labels=labels, annotations=annotations))
+        extra = {"affinity": own} if i == 2 else {}
+        kube.create(gpu_pod(f"train-{i}", g, gpus=4, labels=labels, annotations=annotations, **extra))
     racks = set()
     for i in range(3):
         pod = kube.get("pod", f"train-{i}", g)
         terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        exprs = [e for t in terms for e in t["matchExpressions"] if e["key"] == RACK]
+        assert len(terms) == 1
+        exprs = [e for e in terms[0]["matchExpressions"] if e["key"] == RACK]
         assert [(e["operator"], len(e["values"])) for e in exprs] == [("In", 1)]
         racks.add(exprs[0]["values"][0])
         assert "allot.dev/reservation" in pod["metadata"]["annotations"]
+        if i == 2:
+            assert {"key": "nvidia.com/gpu.product", "operator": "In", "values": [H100]} in terms[0]["matchExpressions"]
     assert racks == {f"r1-{cluster['run']}"}
 
 
@@ -213,3 +220,22 @@ def test_only_classless_upstream_podgroups_reach_the_mutating_entry(allot, kube,
                     lambda: [d for d in decided(allot, "pg-plain") if d["endpoint"] == "mutate"], timeout=10)
     assert [(d["kind"], d["result"]) for d in seen] == [("PodGroup", "allowed")]
     assert [d for d in decided(allot, "pg-named") if d["endpoint"] == "mutate"] == []
+
+
+# ---- last: a PriorityClass re-created while Allot runs (the watch keeps the patch right) -----------
+
+
+def test_a_class_recreated_with_other_values_is_followed_without_a_reload(allot, kube, cluster):
+    kube.run("delete", "priorityclass", "batch")
+    kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch"},
+                 "value": 150, "preemptionPolicy": "Never", "globalDefault": False})
+
+    def value_drift():
+        got = [d for d in allot.readyz()["priority_classes"]["drift"] if d["class"] == "batch"]
+        return got if any(d["field"] == "value" for d in got) else None  # not the moment it was missing
+
+    drift = wait_for("the watch to deliver the new batch class", value_drift, timeout=20)
+    assert [(d["field"], d["declared"], d["live"]) for d in drift] == [("value", 100, 150)]  # Never now agrees
+    kube.create(gpu_pod("after-recreate", ns(cluster, "p")))
+    spec = kube.get("pod", "after-recreate", ns(cluster, "p"))["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("batch", 150, "Never")
