@@ -74,7 +74,8 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
         p = by_name.get(cls)
         if p is not None:
             ctx.blocks.append(f"priority {p.name}")
-            ctx.note(f"priority {p.name}", where(p.span), f"class {cls} is declared ({p.value})")
+            live = f"; the live class says {w.priority}" if w.priority is not None and w.priority != p.value else ""
+            ctx.note(f"priority {p.name}", where(p.span), f"class {cls} is declared ({p.value}){live}")
             return
         if cls in SYSTEM_CLASSES:
             return

@@ -56,6 +56,7 @@ def shape_problem(kind: str, obj: Mapping) -> str | None:
         (not labels or (type(labels) is dict and _STR_ONLY.issuperset(map(type, labels.values()))))
         and (not annotations or (type(annotations) is dict and _STR_ONLY.issuperset(map(type, annotations.values()))))
         and (not spec or type(spec) is dict) and (not status or type(status) is dict)
+        and (kind != "PriorityClass" or _priority_class_problem(obj) is None)
         and (kind != "Pod" or (
             (not spec or type(spec.get("nodeName") or "") is str)
             and (not status or type(status.get("phase") or "") is str)
@@ -75,6 +76,8 @@ def _located(kind: str, obj: Mapping) -> str | None:
         problem = _field(obj, name, dict, name)
         if problem:
             return problem
+    if kind == "PriorityClass":
+        return _priority_class_problem(obj)
     spec = obj.get("spec")
     if kind == "Pod":
         if spec:
@@ -84,4 +87,22 @@ def _located(kind: str, obj: Mapping) -> str | None:
         status = obj.get("status")
         if status:
             return _field(status, "phase", str, "status.phase")
+    return None
+
+
+PREEMPTION_POLICIES = frozenset({"PreemptLowerPriority", "Never"})
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def _priority_class_problem(obj: Mapping) -> str | None:
+    """The PriorityClass fields the Priority plugin computes from (and Allot patches with) must have the API's types."""
+    value = obj.get("value")
+    if type(value) is not int or not INT32[0] <= value <= INT32[1]:
+        return f"value must be a 32-bit integer, not {_type(value) if type(value) is not int else value}"
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and (type(policy) is not str or policy not in PREEMPTION_POLICIES):
+        return f"preemptionPolicy must be PreemptLowerPriority or Never, not {policy!r}"
+    default = obj.get("globalDefault")
+    if default is not None and type(default) is not bool:
+        return f"globalDefault must be a boolean, not {_type(default)}"
     return None
