@@ -54,8 +54,12 @@ def api_ready(d: pathlib.Path) -> bool:
 
 
 def start_kit(d: pathlib.Path) -> None:
-    """`FRESH=1 start.sh`: etcd, API server and controller manager on loopback (~10 s)."""
-    env = {**os.environ, "KUBEAPI_DIR": str(d), "FRESH": "1"}
+    """`FRESH=1 start.sh`: etcd, API server and controller manager on loopback (~10 s).
+
+    With the alpha scheduling APIs and WorkloadAwarePreemption (the Priority plugin then admits
+    upstream PodGroups), unless the environment chooses `ALPHA`/`FEATURE_GATES` itself.
+    """
+    env = {"ALPHA": "1", "FEATURE_GATES": "WorkloadAwarePreemption=true", **os.environ, "KUBEAPI_DIR": str(d), "FRESH": "1"}
     r = subprocess.run(["bash", str(d / "start.sh")], env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(f"start.sh failed ({r.returncode}): {r.stdout[-2000:]}{r.stderr[-2000:]}")

@@ -220,6 +220,9 @@ def test_only_classless_upstream_podgroups_reach_the_mutating_entry(allot, kube,
                     lambda: [d for d in decided(allot, "pg-plain") if d["endpoint"] == "mutate"], timeout=10)
     assert [(d["kind"], d["result"]) for d in seen] == [("PodGroup", "allowed")]
     assert [d for d in decided(allot, "pg-named") if d["endpoint"] == "mutate"] == []
+    spec = kube.get(f"podgroups.{version.split('/')[1]}.scheduling.k8s.io", "pg-named", o)["spec"]
+    if spec.get("priorityClassName"):  # WorkloadAwarePreemption on: the Priority plugin resolved the group's class
+        assert spec["priority"] == 500
 
 
 # ---- last: a PriorityClass re-created while Allot runs (the watch keeps the patch right) -----------
