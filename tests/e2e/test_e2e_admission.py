@@ -220,6 +220,11 @@ def test_only_classless_upstream_podgroups_reach_the_mutating_entry(allot, kube,
                     lambda: [d for d in decided(allot, "pg-plain") if d["endpoint"] == "mutate"], timeout=10)
     assert [(d["kind"], d["result"]) for d in seen] == [("PodGroup", "allowed")]
     assert [d for d in decided(allot, "pg-named") if d["endpoint"] == "mutate"] == []
+    # The watcher lists and watches them too (the snapshot's gang objects), not "absent".
+    status = allot.readyz()["cluster"]["kinds"]["PodGroup.scheduling.k8s.io"]
+    assert status["synced"] and not status.get("absent"), status
+    wait_for("the PodGroups' watch events", lambda: allot.metric(
+        "allot_watch_events", kind="PodGroup.scheduling.k8s.io", type="ADDED") >= (2 if named.returncode == 0 else 1))
     spec = kube.get(f"podgroups.{version.split('/')[1]}.scheduling.k8s.io", "pg-named", o)["spec"]
     if spec.get("priorityClassName"):  # WorkloadAwarePreemption on: the Priority plugin resolved the group's class
         assert spec["priority"] == 500

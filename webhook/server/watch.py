@@ -53,8 +53,13 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", optional=True),
     Resource("PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", optional=True),
     Resource("Workload", "kueue.x-k8s.io/v1beta1", "workloads", optional=True),
+    # upstream gang APIs: v1alpha2 in 1.36 (PodGroup + Workload), v1alpha1 (Workload only) in 1.35
+    Resource("PodGroup", "scheduling.k8s.io/v1alpha2", "podgroups", optional=True),
+    Resource("Workload", "scheduling.k8s.io/v1alpha2", "workloads", optional=True),
     Resource("Workload", "scheduling.k8s.io/v1alpha1", "workloads", optional=True),
 )
+# A kind and group watched at two versions: the older one's id names its version.
+VERSIONED_IDS = frozenset({"scheduling.k8s.io/v1alpha1"})
 
 
 CORE_KINDS = frozenset({"Node", "Pod", "Namespace", "PriorityClass"})
@@ -62,8 +67,10 @@ CORE_KINDS = frozenset({"Node", "Pod", "Namespace", "PriorityClass"})
 
 def resource_id(res: Resource) -> str:
     """A stable name for status and metrics: `Kind.group` or `Kind`."""
-    g, _ = res.group_version
-    return res.kind if res.kind in CORE_KINDS else f"{res.kind}.{g}"
+    g, v = res.group_version
+    if res.kind in CORE_KINDS:
+        return res.kind
+    return f"{res.kind}.{g}/{v}" if res.api_version in VERSIONED_IDS else f"{res.kind}.{g}"
 
 
 def _call(api_client, res: Resource, **kwargs):
