@@ -77,6 +77,8 @@ def test_check_cluster_reports_drift_at_the_declaration(tmp_path):
     assert "1 priority class difference(s)" in r.stdout
     j = run_check(str(pdir), "--cluster", str(cluster), "--format", "json")
     assert [(d["code"], d["line"]) for d in orjson.loads(j.stdout)] == [("PriorityClassDrift", 7)]
+    sarif = orjson.loads(run_check(str(pdir), "--cluster", str(cluster), "--format", "sarif").stdout)
+    assert [r["ruleId"] for r in sarif["runs"][0]["results"]] == ["PriorityClassDrift"]
 
 
 def test_check_cluster_clean_and_bad_file(tmp_path):
