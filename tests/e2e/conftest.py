@@ -48,6 +48,12 @@ rule at-most-eight {{
   deny "{{name}}: at most 8 GPUs per pod, asked {{gpus}}"
 }}
 
+rule owner-wanted {{
+  mode warn
+  for gpus > 0 and labels["e2e"] == "warn"
+  deny "{{name}}: GPU pods should name an owner"
+}}
+
 rule tag-team {{
   for gpus > 0 and namespace == "s-{run}"
   set labels["acme.io/team"] = "ml"

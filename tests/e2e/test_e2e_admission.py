@@ -34,6 +34,12 @@ def test_denial_message_is_what_kubectl_create_prints(allot, kube, cluster):
     assert kube.run("get", "pod", "too-big", "-n", ns(cluster, "o"), check=False).returncode != 0  # not stored
 
 
+def test_a_warn_rule_is_a_kubectl_warning_and_the_pod_is_stored(allot, kube, cluster):
+    r = kube.create(gpu_pod("warned", ns(cluster, "o"), labels={"e2e": "warn"}))
+    assert "Warning: " in r.stderr and "warned: GPU pods should name an owner" in r.stderr, r.stderr
+    assert kube.get("pod", "warned", ns(cluster, "o"))["metadata"]["name"] == "warned"
+
+
 # ---- priority defaulting the API server accepts (issue 11, problem 1) --------------------------
 
 
