@@ -7,7 +7,7 @@ Literals keep their source text so the formatter can print them back unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import ClassVar, Union
 
 from lang.span import Span
 
@@ -222,7 +222,16 @@ class SetStmt:
     span: Span
 
 
-Stmt = Union[Setting, Level, Cond, RequireTopology, Allow, DenyStmt, SetStmt]
+@dataclass(frozen=True, slots=True)
+class Models:
+    """`models h100, h200`: the declared GPU models a gang, quota or fraction block's workloads may use."""
+
+    names: tuple[Ident, ...]
+    span: Span
+    key: ClassVar[str] = "models"
+
+
+Stmt = Union[Setting, Level, Cond, RequireTopology, Allow, DenyStmt, SetStmt, Models]
 
 
 @dataclass(frozen=True, slots=True)

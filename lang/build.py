@@ -124,6 +124,9 @@ class Builder:
         when = kids[3] if len(kids) > 3 else None
         return ast.RequireTopology(self.ident(kids[1]), self.ident(kids[2]), when, self.sp(kids))
 
+    def models_stmt(self, kids):
+        return ast.Models(tuple(self.ident(k) for k in kids[1:]), self.sp(kids))
+
     def verbs(self, kids):
         return tuple(kids)
 

@@ -48,7 +48,7 @@ def check_statements(block: ast.Block, diags: list[Diagnostic]) -> dict[str, ast
     for s in block.stmts:
         if isinstance(s, REPEATABLE):
             continue
-        key = s.key if isinstance(s, (ast.Setting, ast.Cond)) else type(s).__name__
+        key = s.key if isinstance(s, (ast.Setting, ast.Cond, ast.Models)) else type(s).__name__
         if isinstance(s, ast.Setting) and s.of is not None:
             key = f"gpus of {s.of.name}"
         if key in out:
@@ -138,3 +138,20 @@ def check_borrow(stmts: dict[str, ast.Stmt], total: int | None, per_model: list[
                 f"`borrow` cannot lift a per-model amount (docs/semantics.md, Quota); raise `gpus {cap} of {model}` (line {line.span.line}) to what {model} pods may hold, or drop the `borrow`",
             )
         )
+
+def check_models(stmts: dict[str, ast.Stmt], scope: Scope, diags: list[Diagnostic]) -> tuple[str, ...]:
+    """The declared GPU models a block's `models` line names (() when absent); unknown or repeated names are errors."""
+    s = stmts.get("models")
+    if not isinstance(s, ast.Models):
+        return ()
+    out: list[str] = []
+    for ident in s.names:
+        if ident.name not in scope.gpus:
+            close = difflib.get_close_matches(ident.name, sorted(scope.gpus), n=1)
+            hint = f"did you mean `{close[0]}`? " if close else ""
+            diags.append(error("E0102", f"unknown GPU model `{ident.name}`", ident.span, hint + known("models", scope.gpus)))
+        elif ident.name in out:
+            diags.append(error("E0106", f"`{ident.name}` is listed twice in `models`", ident.span))
+        else:
+            out.append(ident.name)
+    return tuple(out)

@@ -70,6 +70,8 @@ def show_stmt(s: ast.Stmt) -> str:
         if s.message is not None:
             parts.append(s.message.raw)
         return " ".join(parts)
+    if isinstance(s, ast.Models):
+        return "models " + ", ".join(n.name for n in s.names)
     if isinstance(s, ast.SetStmt):
         return f"set {s.target.name}[{s.key.raw}] = {show_expr(s.value)}"
     raise AssertionError(f"unhandled statement {type(s).__name__}")

@@ -231,6 +231,7 @@ class Quota:
     lend: int | None  # milli-GPU; None = all idle quota
     mode: Mode
     span: Span
+    models: tuple[str, ...] = ()  # `models …`: declared GPU models its workloads may use (() = any)
 
     @property
     def id(self) -> str:
@@ -247,6 +248,7 @@ class Fraction:
     per_gpu: int | None  # max pods sharing one physical GPU
     mode: Mode
     span: Span
+    models: tuple[str, ...] = ()  # `models …`: declared GPU models a shared pod may use (() = any)
 
     @property
     def id(self) -> str:
@@ -272,6 +274,7 @@ class Gang:
     on_unplaceable: Literal["deny", "warn"]
     mode: Mode
     span: Span
+    models: tuple[str, ...] = ()  # `models …`: declared GPU models the gang may be placed on (() = any)
 
     @property
     def id(self) -> str:

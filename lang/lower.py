@@ -6,7 +6,7 @@ from collections.abc import Set
 
 from lang import ast, ir
 from lang.absent import NOTHING, check_absent
-from lang.checker import check_borrow, check_cohorts, check_mode, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
+from lang.checker import check_borrow, check_cohorts, check_mode, check_models, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
 from lang.diagnostics import Diagnostic, error, warning
 from lang.exprs import ExprLowerer, Scope, coerce_number
 from lang.fold import truth
@@ -125,6 +125,7 @@ class Lowerer:
             lend=lend,
             mode=check_mode(stmts, self.diags),
             span=b.span,
+            models=check_models(stmts, self.scope, self.diags),
         )
 
     def fraction(self, b: ast.Block) -> ir.Fraction:
@@ -150,6 +151,7 @@ class Lowerer:
             per_gpu=per_gpu,
             mode=check_mode(stmts, self.diags),
             span=b.span,
+            models=check_models(stmts, self.scope, self.diags),
         )
 
 

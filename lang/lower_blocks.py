@@ -8,7 +8,7 @@ from collections.abc import Set
 
 from lang import ast, ir
 from lang.absent import check_absent, present_when_true
-from lang.checker import check_mode, check_statements, decl_name, known
+from lang.checker import check_mode, check_models, check_statements, decl_name, known
 from lang.diagnostics import warning
 from lang.ir import Type
 from lang.exprs import an
@@ -63,6 +63,7 @@ def lower_gang(low, b: ast.Block) -> ir.Gang:
         on_unplaceable=on,  # type: ignore[arg-type]
         mode=check_mode(stmts, low.diags),
         span=b.span,
+        models=check_models(stmts, low.scope, low.diags),
     )
 
 
