@@ -21,23 +21,15 @@ never a silent allow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
 from policy.placement import affinity_patch, gang_key
-from policy.placement.member import gang_request
+from policy.gangplan import gang_view, member_set, own_shape, request_for  # noqa: F401  (gang_view: re-exported)
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
-from policy.subject.model import replace_workload
-
-
-def gang_view(w):
-    """The workload as its gang: a Pod member stands for `min_members` pods like it; others are unchanged."""
-    if w.kind != "Pod" or not w.min_members or w.min_members <= 1 or w.gang is None:
-        return w
-    return replace_workload(w, pods=w.min_members, total_gpus=w.min_members * w.gpus)
 
 
 GANG_VIEW_FIELDS = frozenset({"pods", "total_gpus"})  # what the gang view changes
@@ -133,32 +125,92 @@ def settle(ctx: Context, allowed: bool, hold: bool) -> None:
         ctx.patch.set(("metadata", "annotations", RESERVATION_ANNOTATION), reservation)
 
 
+def gang_request_of(w, snapshot, planner, models: tuple[str, ...] = ()):
+    """(the gang a workload stands for at admission, the member's group): its group from the cluster state, its members seen by the planner."""
+    group = None
+    if w.kind == "Pod" and w.gang is not None and snapshot is not None:
+        group = _group_of(w, snapshot)
+    seen = planner.members.of(gang_key(w)) if planner is not None else {}
+    return request_for(w, group=group, seen=seen, models=models), group
+
+
+def _group_of(w, snapshot):
+    """The member's group object as read from the cluster state (None for Kueue plain pod groups or a missing one)."""
+    from policy.subject.dialects.gangs import pod_group_ref
+
+    obj = w.obj if isinstance(w.obj, dict) else {}
+    ref = pod_group_ref(w.labels, w.annotations, obj.get("spec") or {})
+    if ref is None or ref[0] == "kueue-pod-group" or ref[2]:
+        return None  # no object (Kueue plain pod group), or one pod group of a Workload: its own gang
+    return snapshot.group(w.namespace or "default", ref[1], ref[0])
+
+
+def model_mismatch(planner, result: PlacementResult, w) -> bool:
+    """Whether a remembered placement sits on nodes of a GPU model other than this member's."""
+    model = w.gpu_model or w.gpu_product
+    if model is None or planner is None or not result.nodes:
+        return False
+    nodes = planner.index.nodes
+    for name in result.nodes:
+        state = nodes.get(name)
+        spec = state.spec if state is not None else None
+        if spec is not None and spec.model.split("|", 1)[0] != model:
+            return True
+    return False
+
+
+def _shape_unplanned(result: PlacementResult, group, w) -> bool:
+    """A member of a gang of several declared sets whose own shape the remembered plan holds no slot for (it was a guess)."""
+    if group is None or len(group.pod_sets) < 2 or not w.pod_sets or not result.demands:
+        return False
+    own = w.pod_sets[0]
+    share = own.fraction if own.fraction is not None else own.gpus
+    return not any((d.whole * 1000 if d.whole else d.milli) == (share if d.milli else -(-own.gpus // 1000) * 1000) for d in result.demands)
+
+
 def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> Callable[[Context], None]:
     """The per-request check of one gang block; `whens[i]` is the compiled `when` of `g.topology[i]`.
 
     `selector`, when given, is the block's `for` tested here on the gang view (the
-    pipeline then tests only the rest); the `when`s are always tested on the gang view.
+    pipeline then tests only the rest); the `when`s are always tested on the gang view,
+    which is the size of the gang request (`policy/gangplan.py`) the placement is asked for.
     """
     block, location = g.id, where(g.span)
     requirements = tuple(zip(g.topology, whens))
+    allowed_models = frozenset(g.models)
 
     def check(ctx: Context) -> None:
         w = ctx.w
         if w.operation != "CREATE" or (w.total_gpus <= 0 and w.kind == "Pod"):
             return
-        view = gang_view(w)
+        planner = _planner(ctx)
+        request, group = gang_request_of(w, ctx.snapshot, planner, g.models)
+        view = gang_view(w, request)
         if selector is not None and not selector(view):
             return
         ctx.blocks.append(block)
+        if planner is not None and w.kind == "Pod":
+            planner.members.note(gang_key(w), w.name, member_set(w), own_shape(w))
+        if allowed_models and not _models_ok(ctx, w, request):
+            return
         if g.require_min_members:
             if w.min_members is None:
                 text = f"{g.name}: {w.kind} {w.name or ''} declares no gang minimum (min_members); a gang must say how many members start together"
                 ctx.find("GangMinMembersMissing", block, location, text, mode, {"gang": w.gang})
             else:
                 ctx.note(block, location, f"gang {w.gang} declares min_members {w.min_members}")
+        fresh = False
+        if requirements and view.total_gpus <= 0:  # a GPU-less gang passes topology (docs/semantics.md)
+            ctx.note(block, location, "the gang asks for no GPUs: no topology to require")
+            return
         if requirements:
             known = remembered(ctx)
-            if known is not None:  # the gang is placed: this member goes where its gang went (a dict look-up)
+            if known is not None and w.kind == "Pod" and (model_mismatch(planner, known, w) or _shape_unplanned(known, group, w)):
+                ctx.note(block, location, f"the gang was planned before its members' model and shape were known ({known.reason}); planned again")
+                if not w.dry_run and ctx.may_reserve and planner is not None:
+                    planner.forget(gang_key(w))  # its hold was for the wrong GPUs
+                fresh = True
+            elif known is not None:  # the gang is placed: this member goes where its gang went (a dict look-up)
                 _fit(ctx, known, location, "placed earlier; this member joins it")
                 return
         chosen = None
@@ -168,26 +220,40 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         if chosen is None:
             return
         label = labels.get((chosen.topology, chosen.level), "")
-        _place(ctx, chosen.topology, chosen.level, label, where(chosen.span))
+        _place(ctx, request, chosen.topology, chosen.level, label, where(chosen.span), fresh)
+
+    def _models_ok(ctx: Context, w, request: GangRequest) -> bool:
+        asked = {w.gpu_model or w.gpu_product} if (w.gpu_model or w.gpu_product) else set()
+        if w.kind != "Pod":
+            models = ctx.state.planner().index.gpu_models if ctx.state is not None and ctx.state.planner() is not None else {}
+            asked = {models.get(ps.gpu_product, (ps.gpu_product,))[0] for ps in request.pod_sets if ps.gpu_product and ps.gpus}
+        bad = sorted(m for m in asked if m not in allowed_models)
+        if not bad:
+            return True
+        text = f"{g.name}: the gang asks for {', '.join(bad)} GPUs, but may use only {', '.join(g.models)}"
+        ctx.find("GangModelNotAllowed", block, location, text, mode, {"gang": w.gang, "asked": bad, "models": list(g.models)})
+        return False
 
     def _fit(ctx: Context, result: PlacementResult, loc: str, why: str, proposed: Proposed | None = None) -> None:
         if ctx.gang is None:
             ctx.gang = proposed or Proposed(_planner(ctx), gang_key(ctx.w), result)
         ctx.note(block, loc, f"{why}: {result.reason}")
 
-    def _place(ctx: Context, topology: str, level: str, label: str, loc: str) -> None:
+    def _place(ctx: Context, request: GangRequest, topology: str, level: str, label: str, loc: str, fresh: bool) -> None:
         w, planner = ctx.w, _planner(ctx)
         data = {"topology": topology, "level": level, "label": label, "gang": w.gang}
         if planner is None:
             text = f"{g.name}: placement not evaluated: topology {topology}.{level} is required but no placement evaluator is available"
             ctx.find("PlacementNotEvaluated", block, loc, text, "audit" if mode == "audit" else "warn", data)
             return
-        key, request = gang_key(w), gang_request(w, topology, level)
-        result = planner.propose(key, request, ctx.now)  # holds nothing: `settle` holds once admitted
+        key, request = gang_key(w), replace(request, topology=topology, required=level)
+        # holds nothing: `settle` holds once admitted
+        result = planner.index.query(request) if fresh else planner.propose(key, request, ctx.now)
         on = mode if g.on_unplaceable == "deny" else ("audit" if mode == "audit" else "warn")
 
         def unfit(ctx: Context, result: PlacementResult) -> None:
-            ctx.find("GangUnplaceable", block, loc, f"{g.name}: {result.reason}", on, data)
+            code = "GangNotYetPlaceable" if result.reasons and result.reasons[0].code == "ModelUnknown" else "GangUnplaceable"
+            ctx.find(code, block, loc, f"{g.name}: {result.reason}", on, data)
 
         if result.fits:
             _fit(ctx, result, loc, "gang fits", Proposed(planner, key, result, request, planner.index.version, unfit))
@@ -197,7 +263,7 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
     return check
 
 
-def decide_requirement(policy: ir.PolicySet, w):
+def decide_requirement(policy: ir.PolicySet, w, gang: GangRequest | None = None):
     """(gang block, the `require topology` that applies) for workload `w` judged as its gang, else None.
 
     The first gang block in source order whose `for` selects the gang view and one of
@@ -207,7 +273,7 @@ def decide_requirement(policy: ir.PolicySet, w):
     from policy.compiler.expr import Levels, compile_condition
 
     levels = Levels(policy.topologies)
-    view = gang_view(w)
+    view = gang_view(w, gang)
     for g in policy.gangs:
         selector = compile_condition(g.selector, levels)
         if selector is not None and not selector(view):

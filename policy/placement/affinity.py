@@ -6,6 +6,7 @@ import heapq
 from typing import Mapping, Sequence
 
 from policy.placement.capacity import is_map
+from policy.placement.members import Members
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
@@ -103,6 +104,7 @@ class GangPlanner:
         self.ttl = ttl
         self._chosen: dict[str, tuple[PlacementResult, float]] = {}  # key -> (result, forget after)
         self._forget: list[tuple[float, str]] = []  # heap of (forget after, key); stale entries skipped
+        self.members = Members()  # each gang's members seen so far (set, shape): policy/gangplan.py plans with them
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
         """The gang's placement: the remembered one, or a new query (held under `key` unless dry-run)."""
@@ -154,6 +156,7 @@ class GangPlanner:
         adopted: its domain no longer means the same thing, so it re-plans. Returns the keys taken.
         """
         old.expire(now)
+        self.members.adopt(old.members)
         adopted = []
         for key, (result, until) in old._chosen.items():
             if result.topology is not None and _levels(old.index, result.topology) != _levels(self.index, result.topology):

@@ -23,6 +23,7 @@ class Demand:
     memory: int = 0  # per device for shares; per pod for whole devices
     model: str | None = None
     tolerated: frozenset[str] = frozenset()  # tainted model keys (variants) the gang tolerates
+    models: frozenset[str] = frozenset()  # model keys allowed (a gang block's `models`); empty = any
 
     @property
     def gpu_milli(self) -> int:

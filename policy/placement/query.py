@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
 from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
-from policy.placement.capacity import model_key, tolerates
+from policy.placement.capacity import TAINT_SEP, model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
 from policy.subject.model import PodSet
@@ -37,26 +37,45 @@ def demand_of(pod_set: PodSet, gpu_models: Mapping[str, tuple[str, int]]) -> Dem
 
 
 def needs_of(gang: GangRequest, gpu_models: Mapping[str, tuple[str, int]]) -> Need:
-    """Pods per demand that must fit now: `min_count` trims pod sets from the last one backwards."""
-    needs = [(ps.count, demand_of(ps, gpu_models)) for ps in gang.pod_sets]
-    total = sum(c for c, _ in needs)
-    if gang.min_count is not None and 0 < gang.min_count < total:
-        extra = total - gang.min_count
-        for i in range(len(needs) - 1, -1, -1):
-            cut = min(extra, needs[i][0])
-            needs[i] = (needs[i][0] - cut, needs[i][1])
-            extra -= cut
-    return [(c, d) for c, d in needs if c > 0 and d is not None]
+    """Pods per demand that must fit now (`set_counts`), GPU-less sets dropped."""
+    demands = [demand_of(ps, gpu_models) for ps in gang.pod_sets]
+    return [(c, d) for c, d in zip(set_counts(gang, demands), demands) if c > 0 and d is not None]
+
+
+def set_counts(gang: GangRequest, demands: list[Demand | None] | None = None) -> list[int]:
+    """Per pod set, the pods that must fit now: each set's own minimum, then the gang's `min_count` from the cheapest sets.
+
+    A set with `min_count` needs at least that many; the rest of the gang's minimum is
+    taken from the sets' remaining pods, least demanding first (the scheduler may bind
+    any `min_count` members), so the answer does not depend on the order sets are listed.
+    """
+    sets = gang.pod_sets
+    floors = [ps.count if ps.min_count is None else min(ps.min_count, ps.count) for ps in sets]
+    if gang.min_count is None or gang.min_count <= 0:
+        return floors
+    cost = [d.gpu_milli if d is not None else 0 for d in demands] if demands is not None else [ps.gpus for ps in sets]
+    counts = [0 if ps.min_count is None else f for ps, f in zip(sets, floors)]
+    left = gang.min_count - sum(counts)
+    order = sorted(range(len(counts)), key=lambda i: (cost[i], sets[i].name))
+    for i in order:
+        take = min(max(left, 0), sets[i].count - counts[i])
+        counts[i] += take
+        left -= take
+    if left > 0 and order:  # members not written out yet: shaped like the least demanding set
+        counts[order[0]] += left
+    return counts
 
 
 def _keys(index: "PlacementIndex", demand: Demand) -> tuple[str, ...]:
     # No model asked: every model counts (one key in a one-model cluster, so the bucket fast path applies).
     base = (demand.model,) if demand.model else index.model_keys
+    if demand.models:  # a gang block's `models`: only those pools
+        base = tuple(k for k in base if k in demand.models)
     if not demand.tolerated:
         return base
     # Tainted pools the gang tolerates join; keys with no node drop out, so an all-tainted
     # pool of one model is still a single key (and keeps the bucket fast path).
-    wanted = set(base) if demand.model else None
+    wanted = set(base) if demand.model or demand.models else None
     extra = [vk for vk in sorted(demand.tolerated) if wanted is None or index.variants[vk][0] in wanted]
     return tuple(k for k in base if k in index.model_memory) + tuple(extra)
 
@@ -239,6 +258,9 @@ def _levels(tree: Tree, gang: GangRequest) -> tuple[int, int] | str:
 
 def _needs(index: "PlacementIndex", gang: GangRequest) -> Need:
     needs = needs_of(gang, index.gpu_models)
+    if gang.models:
+        allowed = frozenset(gang.models)
+        needs = [(c, replace(d, models=allowed)) for c, d in needs]
     if gang.tolerations and index.variants:
         needs = _with_tolerations(index, needs, gang.tolerations)
     return needs
@@ -258,6 +280,27 @@ def _holds(index, domain: Domain, demand: Demand, n: int, per_gpu) -> bool:
     return False
 
 
+def _base_models(index: "PlacementIndex", needs: Need) -> list[str]:
+    """The GPU models (taint variants folded) the gang's model-free demands could land on."""
+    found: set[str] = set()
+    for _c, d in needs:
+        if d.model is None:
+            found.update(k.split(TAINT_SEP, 1)[0] for k in _keys(index, d))
+    return sorted(found)
+
+
+def _pools_differ(index: "PlacementIndex", needs: Need) -> bool:
+    """Whether a demand of unknown model could be placed on nodes of more than one model."""
+    return len(_base_models(index, needs)) > 1
+
+
+def _model_unknown(index: "PlacementIndex", why: str) -> PlacementReason:
+    models = sorted({k.split(TAINT_SEP, 1)[0] for k in index.model_memory})
+    msg = (f"not yet placeable: {why}, and this cluster's GPU nodes are of {len(models)} models ({', '.join(models)}); "
+           "the gang is planned when its first member arrives (or name its models in the gang block)")
+    return PlacementReason("ModelUnknown", msg, {"models": models})
+
+
 def fits(index: "PlacementIndex", gang: GangRequest) -> bool:
     """`search(index, gang).fits`, without building the placement or its messages (checks needing yes/no)."""
     tree, _problem = index.tree_for(gang.topology)
@@ -268,6 +311,8 @@ def fits(index: "PlacementIndex", gang: GangRequest) -> bool:
         return False
     start, stop = bounds
     needs = _needs(index, gang)
+    if gang.model_unknown is not None and _pools_differ(index, needs):
+        return False
     if len(needs) != 1:
         return bool(needs) and search(index, gang).fits
     count, demand = needs[0]
@@ -294,6 +339,8 @@ def search(index: "PlacementIndex", gang: GangRequest) -> PlacementResult:
         msg = "the gang asks for no GPUs: nothing to place"
         return PlacementResult(False, topology=tree.name, reasons=(PlacementReason("NothingToPlace", msg, {}),))
     demands = tuple(d for _c, d in needs)
+    if gang.model_unknown is not None and _pools_differ(index, needs):
+        return PlacementResult(False, topology=tree.name, reasons=(_model_unknown(index, gang.model_unknown),), demands=demands)
     for level in range(start, stop - 1, -1):
         hit = _place_at(index, tree, level, needs, gang.per_gpu)
         if hit is None:

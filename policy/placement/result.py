@@ -22,6 +22,8 @@ class GangRequest:
     preferred: str | None = None  # level name: try here first, then climb one level at a time
     per_gpu: int | None = None  # most pods sharing one physical GPU (a `fraction` block's per_gpu)
     tolerations: tuple[Mapping, ...] = ()  # the members' tolerations (Kubernetes shape): tainted nodes they may use
+    models: tuple[str, ...] = ()  # model keys the gang may use (a gang block's `models`); () = any
+    model_unknown: str | None = None  # why the members' model is not known yet: then not placeable where models differ
 
 
 @dataclass(frozen=True, slots=True)

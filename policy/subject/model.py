@@ -52,6 +52,7 @@ class PodSet:
     fraction: int | None = None  # milli share of one device when the pod shares a GPU
     gpu_memory: int | None = None
     gpu_product: str | None = None
+    min_count: int | None = None  # the set's own minimum (Kueue minCount); None: the whole set, or the gang's minimum decides
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,7 +160,7 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
             if pod_demand is not None and isinstance(tmpl, dict):
                 d = pod_demand({"metadata": tmpl.get("metadata") or {"namespace": ns}, "spec": tmpl.get("spec") or {}})
                 gpus, fraction, memory, product = d.gpus, d.fraction, d.gpu_memory, d.gpu_product
-            pod_sets.append(PodSet(str(ps.get("name") or i), count, gpus or 0, fraction, memory, product))
+            pod_sets.append(PodSet(str(ps.get("name") or i), count, gpus or 0, fraction, memory, product, least))
             total += least if least is not None else count
             min_gpus += (least if least is not None else count) * (gpus or 0)
             tr = ps.get("topologyRequest")

@@ -1,0 +1,217 @@
+"""From the objects in hand to the gang request: the one path admission, `allot place`, `allot test` and replay share.
+
+A gang is planned as its pod sets, each with its own shape and minimum:
+
+- the sets the group object declares (Volcano `minTaskMember`, KAI `subGroups`, Kueue
+  `podSets`, upstream Workload `podGroupTemplates`), a member belonging to the set its
+  dialect names (`volcano.sh/task-spec`, `kai.scheduler/subgroup-name`,
+  `kueue.x-k8s.io/podset`);
+- without declared sets, the members in hand grouped by shape, plus the members not
+  seen yet.
+
+A set's shape (GPUs per pod, share, memory, product) comes from its pod template
+(Kueue), else from a member of that set in hand (the pod being admitted, members
+admitted before it, pods listed in a file), else from the group's `minResources`
+left over by the known sets, else from the member being judged. The gang's model is
+what its sets' products say, else the gang block's `models`; a group object whose
+model is still unknown is not placed where GPU models differ (`model_unknown`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from policy.placement.member import _tolerations
+from policy.placement.members import Members, Seen  # noqa: F401  (Members: re-exported)
+from policy.placement.query import set_counts
+from policy.placement.result import GangRequest
+from policy.subject.model import PodSet, Workload, replace_workload
+
+VOLCANO_TASK = "volcano.sh/task-spec"  # the Volcano job controller's task name on each pod
+KAI_SUBGROUP = "kai.scheduler/subgroup-name"
+KUEUE_PODSET = "kueue.x-k8s.io/podset"
+SET_KEYS = (VOLCANO_TASK, KAI_SUBGROUP, KUEUE_PODSET)
+
+def member_set(w: Workload) -> str | None:
+    """The pod-set name a Pod member says it belongs to (annotation, else label), or None."""
+    for source in (w.annotations, w.labels):
+        if source:
+            for key in SET_KEYS:
+                value = source.get(key)
+                if isinstance(value, str) and value:
+                    return value
+    return None
+
+
+def own_shape(w: Workload) -> PodSet:
+    """A Pod's own pod set (count 1): its shape."""
+    return w.pod_sets[0] if w.pod_sets else PodSet(w.name or "member", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)
+
+
+def _shape(ps: PodSet) -> tuple:
+    return (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product)
+
+
+def _common(shapes: list[PodSet]) -> PodSet | None:
+    """The most frequent shape (ties: the first seen)."""
+    if not shapes:
+        return None
+    counts: dict[tuple, int] = {}
+    for ps in shapes:
+        counts[_shape(ps)] = counts.get(_shape(ps), 0) + 1
+    best = max(counts.values())
+    return next(ps for ps in shapes if counts[_shape(ps)] == best)
+
+
+def _sized(name: str, count: int, like: PodSet | None, gpus: int | None = None, product: str | None = None, min_count=None) -> PodSet:
+    if like is not None and gpus is None:
+        return PodSet(name, count, like.gpus, like.fraction, like.gpu_memory, like.gpu_product, min_count)
+    return PodSet(name, count, gpus or 0, None, None, product, min_count)
+
+
+def request_for(
+    w: Workload,
+    *,
+    group=None,
+    seen: Seen = {},
+    topology: str | None = None,
+    required: str | None = None,
+    preferred: str | None = None,
+    per_gpu: int | None = None,
+    models: tuple[str, ...] = (),
+) -> GangRequest:
+    """The gang `w` stands for (a Pod member, or a group object), from its group and the members in hand.
+
+    `group` is the member's `GroupInfo` from the cluster state (None for a group object
+    itself, whose own sets are read from `w`); `seen` maps member pod names to (set, shape).
+    """
+    is_pod = w.kind == "Pod"
+    if is_pod:
+        declared = tuple(group.pod_sets) if group is not None else ()
+        min_gpus = group.min_gpus if group is not None else None
+    else:
+        declared = tuple(w.pod_sets)
+        min_gpus = w.total_gpus or None
+    members = dict(seen)
+    me = None
+    if is_pod:
+        me = (member_set(w), own_shape(w))
+        members[w.name or ""] = me
+    minimum = w.min_members or (len(members) if members else None)
+    if declared and any(ds.count for ds in declared):
+        pod_sets = _declared_sets(declared, members, me, min_gpus)
+    else:
+        pod_sets = _shaped_sets(members, me, minimum, min_gpus, w)
+    pod_sets = _with_product(pod_sets, me)
+    unknown = None
+    if not is_pod and not models and not members and not _has_templates(w) and not any(ps.gpu_product for ps in pod_sets):
+        unknown = (f"the GPU model of {w.kind} {w.namespace or 'default'}/{w.name or ''}'s members is not known yet "
+                   "(the object has no pod template, no member has been seen, the gang block names no models)")
+    return GangRequest(pod_sets, min_count=minimum, topology=topology, required=required, preferred=preferred,
+                       per_gpu=per_gpu, tolerations=_tolerations(w.obj), models=tuple(models), model_unknown=unknown)
+
+
+def _has_templates(w: Workload) -> bool:
+    """Whether the group object carries its members' pod templates (Kueue `podSets[].template`): their model is then known, even as "any"."""
+    spec = w.obj.get("spec") if isinstance(w.obj, dict) else None
+    return isinstance(spec, dict) and any(isinstance(ps, dict) and "template" in ps for ps in spec.get("podSets") or ())
+
+
+def _declared_sets(declared, members: dict, me, min_gpus: int | None) -> tuple[PodSet, ...]:
+    """Each declared set with its own minimum; shapes from templates, members of the set, leftover minResources."""
+    names = {ds.name for ds in declared}
+    by_set: dict[str, list[PodSet]] = {}
+    for set_name, shape in members.values():
+        if set_name not in names and len(declared) == 1:
+            set_name = declared[0].name  # one set: every member is in it
+        if set_name in names:
+            by_set.setdefault(set_name, []).append(shape)
+    out: list[PodSet | None] = []
+    known_gpus = unknown_pods = 0
+    for ds in declared:
+        need = ds.min_count if ds.min_count is not None else ds.count
+        if ds.gpus or ds.gpu_product:  # a pod template (Kueue) says the shape
+            out.append(ds)
+        else:
+            mine = me if me is not None and me[0] == ds.name else None
+            like = mine[1] if mine is not None else _common(by_set.get(ds.name, []))
+            out.append(None if like is None else _sized(ds.name, ds.count, like, min_count=ds.min_count))
+        if out[-1] is None:
+            unknown_pods += need
+        else:
+            known_gpus += need * out[-1].gpus
+    fallback = None
+    if me is not None and me[0] not in names and len(declared) > 1:
+        fallback = me[1]  # a member naming no set: the unknown sets are shaped like it
+    per_pod = None
+    if min_gpus is not None and unknown_pods:
+        per_pod = max(0, -(-(min_gpus - known_gpus) // unknown_pods))  # what minResources leaves, spread
+    final = []
+    for ds, ps in zip(declared, out):
+        if ps is None:
+            if per_pod is not None:
+                ps = _sized(ds.name, ds.count, None, gpus=-(-per_pod // 1000) * 1000 if per_pod >= 1000 else per_pod, min_count=ds.min_count)
+            else:
+                ps = _sized(ds.name, ds.count, fallback or (me[1] if me is not None else None), min_count=ds.min_count)
+        final.append(ps)
+    return tuple(final)
+
+
+def _shaped_sets(members: dict, me, minimum: int | None, min_gpus: int | None, w: Workload) -> tuple[PodSet, ...]:
+    """No declared sets: the members in hand by shape, plus the members not seen yet."""
+    groups: dict[tuple, list[PodSet]] = {}
+    for _set, shape in members.values():
+        groups.setdefault(_shape(shape), []).append(shape)
+    sets = [_sized(f"pods-{i}", len(v), v[0]) for i, v in enumerate(groups.values())]
+    listed = sum(ps.count for ps in sets)
+    missing = (minimum or 0) - listed
+    if missing > 0:
+        if min_gpus is not None and min_gpus > sum(ps.count * ps.gpus for ps in sets):
+            left = min_gpus - sum(ps.count * ps.gpus for ps in sets)
+            per = -(-left // missing)
+            per = -(-per // 1000) * 1000 if per >= 1000 else per  # whole GPUs per pod once a pod needs one
+            product = me[1].gpu_product if me is not None else w.gpu_product
+            sets.append(_sized("unseen", missing, None, gpus=per, product=product))
+        elif me is not None:
+            sets.append(_sized("unseen", missing, me[1]))
+        elif sets:
+            sets.append(_sized("unseen", missing, _common([s for _n, s in members.values()])))
+        else:  # a group object with no member in hand: its declared resources spread over its minimum
+            sets.append(PodSet(w.name or "member", missing, w.gpus, w.fraction, w.gpu_memory, w.gpu_product))
+    merged: dict[tuple, PodSet] = {}
+    for ps in sets:  # the unseen members shaped like seen ones join their set
+        had = merged.get(_shape(ps))
+        merged[_shape(ps)] = ps if had is None else PodSet(had.name, had.count + ps.count, had.gpus, had.fraction, had.gpu_memory, had.gpu_product)
+    return tuple(merged.values())
+
+
+def _with_product(pod_sets: tuple[PodSet, ...], me) -> tuple[PodSet, ...]:
+    """Sets without a product take the gang's (the member's, else the one product the other sets agree on)."""
+    products = {ps.gpu_product for ps in pod_sets if ps.gpu_product}
+    product = me[1].gpu_product if me is not None and me[1].gpu_product else (next(iter(products)) if len(products) == 1 else None)
+    if product is None or all(ps.gpu_product or not ps.gpus for ps in pod_sets):
+        return pod_sets
+    return tuple(ps if ps.gpu_product or not ps.gpus else PodSet(ps.name, ps.count, ps.gpus, ps.fraction, ps.gpu_memory, product, ps.min_count)
+                 for ps in pod_sets)
+
+
+def gang_view(w: Workload, gang: GangRequest | None = None) -> Workload:
+    """The workload as its gang: `pods` = the members that must start together, `total_gpus` = their GPUs.
+
+    With `gang`, the numbers are the request's (each set's minimum × its shape); without,
+    a Pod member stands for `min_members` pods like it. Others are unchanged.
+    """
+    if gang is None:
+        if w.kind != "Pod" or not w.min_members or w.min_members <= 1 or w.gang is None:
+            return w
+        return replace_workload(w, pods=w.min_members, total_gpus=w.min_members * w.gpus)
+    pods, total = gang_size(gang)
+    if pods == w.pods and total == w.total_gpus:
+        return w
+    return replace_workload(w, pods=pods, total_gpus=total)
+
+
+def gang_size(gang: GangRequest) -> tuple[int, int]:
+    """(pods, milli-GPU) of the members that must fit now (GPU-less members count as pods)."""
+    counts = set_counts(gang)
+    return sum(counts), sum(c * ps.gpus for c, ps in zip(counts, gang.pod_sets))
