@@ -215,3 +215,42 @@ def gang_size(gang: GangRequest) -> tuple[int, int]:
     """(pods, milli-GPU) of the members that must fit now (GPU-less members count as pods)."""
     counts = set_counts(gang)
     return sum(counts), sum(c * ps.gpus for c, ps in zip(counts, gang.pod_sets))
+
+
+def gang_in_hand(objs, snapshot) -> tuple[Workload, object, dict] | str:
+    """(the subject the gang is judged as, its group from the cluster state, the pods in hand as members) from a gang's objects.
+
+    The subject is the group object when one is given, else the first pod (Kueue and
+    KAI annotate pods). Returns an error text for objects that are neither.
+    """
+    from policy.subject.normalize import normalize_object
+
+    group = None
+    pods: list[Workload] = []
+    for obj in objs:
+        kind = obj.get("kind")
+        if kind == "Pod":
+            pods.append(normalize_object(obj, snapshot))
+        elif kind in ("PodGroup", "Workload"):
+            group = normalize_object(obj, snapshot)
+        else:
+            return f"GANG holds a {kind!r}; expected PodGroup, Workload or Pod objects"
+    subject = group or (pods[0] if pods else None)
+    if subject is None:
+        return "GANG holds no objects"
+    seen = {p.name or f"pod-{i}": (member_set(p), own_shape(p)) for i, p in enumerate(pods) if p.total_gpus > 0}  # a CPU-only launcher is no gang member
+    info = group_of(subject, snapshot) if subject.kind == "Pod" else None
+    return subject, info, seen
+
+
+def group_of(w: Workload, snapshot):
+    """A Pod member's group object as read from the cluster state (None for Kueue plain pod groups, a missing one, or a Workload's pod group)."""
+    from policy.subject.dialects.gangs import pod_group_ref
+
+    if w.gang is None or snapshot is None:
+        return None
+    obj = w.obj if isinstance(w.obj, dict) else {}
+    ref = pod_group_ref(w.labels, w.annotations, obj.get("spec") or {})
+    if ref is None or ref[0] == "kueue-pod-group" or ref[2]:
+        return None  # no object (Kueue plain pod group), or one pod group of a Workload: its own gang
+    return snapshot.group(w.namespace or "default", ref[1], ref[0])

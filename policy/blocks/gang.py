@@ -27,7 +27,7 @@ from typing import Callable
 from lang import ir
 from policy.context import Context, where
 from policy.placement import affinity_patch, gang_key
-from policy.gangplan import gang_view, member_set, own_shape, request_for  # noqa: F401  (gang_view: re-exported)
+from policy.gangplan import gang_view, group_of, member_set, own_shape, request_for  # noqa: F401  (gang_view: re-exported)
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
@@ -129,20 +129,9 @@ def gang_request_of(w, snapshot, planner, models: tuple[str, ...] = ()):
     """(the gang a workload stands for at admission, the member's group): its group from the cluster state, its members seen by the planner."""
     group = None
     if w.kind == "Pod" and w.gang is not None and snapshot is not None:
-        group = _group_of(w, snapshot)
+        group = group_of(w, snapshot)
     seen = planner.members.of(gang_key(w)) if planner is not None else {}
     return request_for(w, group=group, seen=seen, models=models), group
-
-
-def _group_of(w, snapshot):
-    """The member's group object as read from the cluster state (None for Kueue plain pod groups or a missing one)."""
-    from policy.subject.dialects.gangs import pod_group_ref
-
-    obj = w.obj if isinstance(w.obj, dict) else {}
-    ref = pod_group_ref(w.labels, w.annotations, obj.get("spec") or {})
-    if ref is None or ref[0] == "kueue-pod-group" or ref[2]:
-        return None  # no object (Kueue plain pod group), or one pod group of a Workload: its own gang
-    return snapshot.group(w.namespace or "default", ref[1], ref[0])
 
 
 def model_mismatch(planner, result: PlacementResult, w) -> bool:

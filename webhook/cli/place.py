@@ -64,20 +64,14 @@ def _from_policy(path: str):
     return topologies, models, policy, dict(sources)
 
 
-def _policy_level(policy, texts: dict, subject, gang, topologies):
-    """(the gang request with the level the policy's gang blocks require, `decided_by` text) — unchanged when none applies."""
+def _policy_level(policy, texts: dict, subject, gang, topologies, build):
+    """(the gang request with the level and models of the policy's deciding gang block, `decided_by` text) — unchanged when none applies."""
     from dataclasses import replace
 
-    from policy.engine import Engine
     from policy.blocks.gang import decide_requirement
     from webhook.errors import UsageError
 
-    from policy.subject.model import replace_workload
-
-    if subject is not None and subject.kind == "Pod":  # pods listed without a declared minimum are the gang
-        listed = sum(ps.count for ps in gang.pod_sets)
-        subject = replace_workload(subject, min_members=subject.min_members or listed, gang=subject.gang or subject.name)
-    found = decide_requirement(policy, Engine(policy).enrich(subject)) if subject is not None else None
+    found = decide_requirement(policy, subject, gang)
     if found is None:
         return gang, None
     block, req = found
@@ -86,7 +80,8 @@ def _policy_level(policy, texts: dict, subject, gang, topologies):
     span = req.span
     lines = texts.get(span.path, "").splitlines()
     text = lines[span.line - 1].strip() if 0 < span.line <= len(lines) else f"require topology {req.topology}.{req.level}"
-    return replace(gang, topology=req.topology, required=req.level), f"{block.id} ({span.path}:{span.line}:{span.col}): {text}"
+    gang = replace(build(block.models), topology=req.topology, required=req.level, preferred=gang.preferred)
+    return gang, f"{block.id} ({span.path}:{span.line}:{span.col}): {text}"
 
 
 def _read_gang(path: str) -> list[dict]:
@@ -120,33 +115,21 @@ def _read_gang(path: str) -> list[dict]:
     return objs
 
 
-def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, args):
-    """(GangRequest, the subject the gang is judged as: its group, else its first pod) from the gang's objects: pods give pod sets; a group gives the minimum and topology."""
-    from policy.subject.normalize import normalize_object, pod_demand
-    from policy.placement import GangRequest
-    from policy.subject.model import PodSet
+def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, args, policy=None):
+    """(GangRequest, the subject the gang is judged as, a builder of the request for a block's `models`), by the path admission takes."""
+    from dataclasses import replace
+
+    from policy.gangplan import gang_in_hand, request_for
     from webhook.errors import UsageError
 
-    counts: dict[tuple, int] = {}
-    group = None
-    member = None  # the first pod: Kueue / KAI put the topology request and group size on pods
-    for obj in objs:
-        if obj.get("kind") == "Pod":
-            ps = pod_demand(obj, snapshot)
-            key = (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product)
-            counts[key] = counts.get(key, 0) + 1
-            member = member or normalize_object(obj, snapshot)
-        elif obj.get("kind") in ("PodGroup", "Workload"):
-            group = normalize_object(obj, snapshot)
-        else:
-            raise UsageError(f"GANG holds a {obj.get('kind')!r}; expected PodGroup, Workload or Pod objects")
-    group = group or member
-    if counts:
-        pod_sets = tuple(PodSet(f"pods-{i}", n, *key) for i, (key, n) in enumerate(counts.items()))
-    elif group is not None and group.pod_sets and group.kind != "Pod":
-        pod_sets = tuple(group.pod_sets)
-    else:
-        raise UsageError("GANG declares no pod sets: add its pods, or a group that lists them")
+    found = gang_in_hand(objs, snapshot)
+    if isinstance(found, str):
+        raise UsageError(found)
+    subject, group, seen = found
+    if policy is not None:
+        from policy.engine import Engine
+
+        subject = Engine(policy).enrich(subject)
     by_label = {label: level for level, label in topology_labels}
 
     def level_of(flag, from_group):
@@ -160,23 +143,23 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
             return from_group
         raise UsageError(f"the gang asks for topology {from_group!r}, not a level of topology {topology_name}")
 
-    required = level_of(args.required, group.topology_required if group else None)
-    preferred = level_of(args.preferred, group.topology_preferred if group else None)
-    min_count = group.min_members if group is not None else None
-    listed = sum(ps.count for ps in pod_sets)
-    if min_count and listed < min_count:  # members not written out yet are shaped like the last listed ones
-        last = pod_sets[-1]
-        pod_sets = (*pod_sets[:-1], PodSet(last.name, last.count + min_count - listed, last.gpus, last.fraction, last.gpu_memory, last.gpu_product))
-    from policy.placement.member import _tolerations
+    required = level_of(args.required, subject.topology_required)
+    preferred = level_of(args.preferred, subject.topology_preferred)
 
-    tolerations = _tolerations(next((o for o in objs if o.get("kind") == "Pod"), None) or (group.obj if group else None))
-    return GangRequest(pod_sets, min_count=min_count, topology=topology_name, required=required, preferred=preferred,
-                       per_gpu=args.per_gpu, tolerations=tolerations), group
+    def build(models=()):
+        gang = request_for(subject, group=group, seen=seen, per_gpu=args.per_gpu, models=tuple(models))
+        return replace(gang, topology=topology_name, required=required, preferred=preferred)
+
+    return build(), subject, build
 
 
 def run(args) -> int:
     """Load the cluster, read the gang, query, print JSON; exit 0 fits, 3 does not."""
+    from lang.quantity import format_milli
+    from policy.gangplan import gang_size
     from policy.placement import PlacementIndex
+    from policy.placement.query import set_counts
+    from policy.placement.result import PlacementReason, PlacementResult
     from webhook.errors import UsageError
     from webhook.clusterfile import read_cluster_file
 
@@ -203,7 +186,7 @@ def run(args) -> int:
         if value and value not in levels:
             raise UsageError(f"{flag} {value!r} is not a level of topology {name} (levels: {', '.join(levels)})")
     snapshot = read_cluster_file(args.cluster)
-    gang, subject = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args)
+    gang, subject, build = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args, policy)
     decided_by = None
     if args.required or args.preferred:
         level_from = "flags"
@@ -212,14 +195,23 @@ def run(args) -> int:
     else:
         level_from = "none"
         if policy is not None:
-            gang, decided_by = _policy_level(policy, texts, subject, gang, topologies)
+            gang, decided_by = _policy_level(policy, texts, subject, gang, topologies, build)
             level_from = "policy" if decided_by else "none"
     index = PlacementIndex.from_snapshot(snapshot, topologies, models)
     index.expire(args.now)
-    result = index.query(gang)
+    pods, total = gang_size(gang)
+    if total <= 0:  # as on admission: a GPU-less gang has nothing to place and passes
+        reason = PlacementReason("NothingToPlace", "the gang asks for no GPUs: nothing to place", {})
+        result = PlacementResult(True, topology=gang.topology, reasons=(reason,))
+    else:
+        result = index.query(gang)
     out = result.to_json()
     out["request"] = {
-        "pods": sum(ps.count for ps in gang.pod_sets),
+        "pods": pods,
+        "total_gpus": format_milli(total),
+        "pod_sets": [{"name": ps.name, "pods": c, "gpus": format_milli(ps.gpus), "model": ps.gpu_product}
+                     for ps, c in zip(gang.pod_sets, set_counts(gang)) if c],
+        "models": list(gang.models),
         "min_count": gang.min_count,
         "required": gang.required,
         "preferred": gang.preferred,

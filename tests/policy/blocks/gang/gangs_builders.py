@@ -7,8 +7,10 @@ from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
 H100 = "NVIDIA-H100-80GB-HBM3"
+L4 = "NVIDIA-L4"
 DECLS = f"""
 gpu h100 {{ product "{H100}" memory 80Gi }}
+gpu l4 {{ product "{L4}" memory 24Gi }}
 topology fabric {{
   block "topology.acme.io/block"
   rack  "topology.acme.io/rack"
@@ -35,10 +37,10 @@ def engine(text: str = CONTRACT_GANG) -> Engine:
     return Engine(policy)
 
 
-def node(name: str, rack: str, *, gpus: int = 8, block: str = "b1") -> dict:
-    """A Ready H100 node in `block`/`rack` with `gpus` allocatable."""
+def node(name: str, rack: str, *, gpus: int = 8, block: str = "b1", product: str = H100) -> dict:
+    """A Ready node of `product` GPUs (H100 by default) in `block`/`rack` with `gpus` allocatable."""
     labels = {"kubernetes.io/hostname": name, "topology.acme.io/block": block, "topology.acme.io/rack": rack,
-              "nvidia.com/gpu.product": H100}
+              "nvidia.com/gpu.product": product}
     status = {"allocatable": {"nvidia.com/gpu": str(gpus)}, "conditions": [{"type": "Ready", "status": "True"}]}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
 
@@ -110,3 +112,32 @@ def _exprs(value):
     elif isinstance(value, list):
         for v in value:
             yield from _exprs(v)
+
+
+def podgroup(name: str, min_member: int, *, gpus: int | None = None, tasks: dict | None = None, family: str = "coscheduling",
+             ns: str = "train") -> dict:
+    """A coscheduling (or Volcano, with `tasks` as minTaskMember) PodGroup; `gpus` is spec.minResources' GPUs."""
+    api = {"coscheduling": "scheduling.x-k8s.io/v1alpha1", "volcano": "scheduling.volcano.sh/v1beta1"}[family]
+    spec: dict = {"minMember": min_member}
+    if gpus is not None:
+        spec["minResources"] = {"nvidia.com/gpu": str(gpus)}
+    if tasks is not None:
+        spec["minTaskMember"] = dict(tasks)
+    return {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}, "spec": spec}
+
+
+def member(name: str, group: str, gpus: int, *, family: str = "coscheduling", task: str | None = None,
+           product: str | None = H100, ns: str = "train") -> dict:
+    """A Pod of a coscheduling or Volcano PodGroup (Volcano: `task` as volcano.sh/task-spec), pinned to `product` by nodeSelector."""
+    labels, annotations = dict(LABELS), {}
+    if family == "coscheduling":
+        labels["scheduling.x-k8s.io/pod-group"] = group
+    else:
+        annotations["scheduling.k8s.io/group-name"] = group
+    if task is not None:
+        annotations["volcano.sh/task-spec"] = task
+    spec: dict = {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if product is not None:
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
+            "spec": spec}
