@@ -14,6 +14,7 @@ from typing import Callable
 
 from lang import ir
 from policy.blocks import agents, fraction, gang, priority, quota, rules
+from policy import models
 from policy.compiler.expr import Levels, compile_condition, compile_expr, compile_template
 from policy.context import where
 from policy.compiler.pipeline import Step, build_pipeline
@@ -108,6 +109,8 @@ def compile_fractions(c: Compiled) -> None:
     """Fraction blocks."""
     for f in c.policy.fractions:
         _add(c, "fraction", f.selector, fraction.make_check(f, None, c.modes[f.id]), FRACTION_GUARD)
+        if f.models:
+            _add(c, "fraction", f.selector, models.make_check("fraction", f.name, f.id, f.span, f.models, c.modes[f.id]), FRACTION_GUARD)
 
 
 def compile_quotas(c: Compiled) -> None:
@@ -116,6 +119,8 @@ def compile_quotas(c: Compiled) -> None:
         spec = quota.compile_quota(q, i, c.selectors[q.id], c.modes[q.id], namespace_key(q.selector))
         c.quota_specs.append(spec)  # the ledger tests the selector on live pods itself
         _add(c, "quota", q.selector, quota.make_check(spec, prefiltered=True), QUOTA_GUARD)
+        if q.models:
+            _add(c, "quota", q.selector, models.make_check("quota", q.name, q.id, q.span, q.models, c.modes[q.id]), QUOTA_GUARD)
 
 
 def compile_gangs(c: Compiled) -> None:
