@@ -117,24 +117,30 @@ def _exprs(value):
 def podgroup(name: str, min_member: int, *, gpus: int | None = None, tasks: dict | None = None, family: str = "coscheduling",
              ns: str = "train") -> dict:
     """A coscheduling (or Volcano, with `tasks` as minTaskMember) PodGroup; `gpus` is spec.minResources' GPUs."""
-    api = {"coscheduling": "scheduling.x-k8s.io/v1alpha1", "volcano": "scheduling.volcano.sh/v1beta1"}[family]
+    api = {"coscheduling": "scheduling.x-k8s.io/v1alpha1", "volcano": "scheduling.volcano.sh/v1beta1", "kai": "scheduling.run.ai/v2alpha2"}[family]
     spec: dict = {"minMember": min_member}
     if gpus is not None:
         spec["minResources"] = {"nvidia.com/gpu": str(gpus)}
-    if tasks is not None:
+    if tasks is not None and family == "kai":
+        spec["subGroups"] = [{"name": t, "minMember": n} for t, n in tasks.items()]
+    elif tasks is not None:
         spec["minTaskMember"] = dict(tasks)
     return {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}, "spec": spec}
 
 
 def member(name: str, group: str, gpus: int, *, family: str = "coscheduling", task: str | None = None,
            product: str | None = H100, ns: str = "train") -> dict:
-    """A Pod of a coscheduling or Volcano PodGroup (Volcano: `task` as volcano.sh/task-spec), pinned to `product` by nodeSelector."""
+    """A Pod of a coscheduling, Volcano or KAI PodGroup (`task`: Volcano's volcano.sh/task-spec, KAI's subgroup label), pinned to `product`."""
     labels, annotations = dict(LABELS), {}
     if family == "coscheduling":
         labels["scheduling.x-k8s.io/pod-group"] = group
+    elif family == "kai":
+        annotations["pod-group-name"] = group
     else:
         annotations["scheduling.k8s.io/group-name"] = group
-    if task is not None:
+    if task is not None and family == "kai":
+        labels["kai.scheduler/subgroup-name"] = task
+    elif task is not None:
         annotations["volcano.sh/task-spec"] = task
     spec: dict = {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
     if product is not None:

@@ -31,8 +31,8 @@ TASKS = {"master": 1, "worker": 2}
 SHAPES = {"master": 1, "worker": 8}
 
 
-def _pod(task: str, i: int = 0) -> dict:
-    return member(f"job-{task}-{i}", "job", SHAPES[task], family="volcano", task=task)
+def _pod(task: str, i: int = 0, family: str = "volcano") -> dict:
+    return member(f"job-{task}-{i}", "job", SHAPES[task], family=family, task=task)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Case:
     racks: tuple = (R1, R2)
     min_gpus: int | None = 17
     want_rack: str | None = "r2"  # every member's rack (None: every member denied)
+    family: str = "volcano"
 
 
 CASES = [
@@ -51,21 +52,24 @@ CASES = [
     Case("no minResources: the shapes come from the members seen", ("worker", "master", "worker"), min_gpus=None),
     Case("no rack holds the mix: every member is denied, none holds GPUs", ("master", "worker", "worker"), racks=(R1,), want_rack=None),
     Case("no rack holds the mix, workers first", ("worker", "master", "worker"), racks=(R1,), want_rack=None),
+    Case("KAI subGroups, master first", ("master", "worker", "worker"), family="kai"),
+    Case("KAI subGroups, workers first, no minResources", ("worker", "worker", "master"), min_gpus=None, family="kai"),
+    Case("KAI subGroups that no rack holds", ("worker", "master", "worker"), racks=(R1,), want_rack=None, family="kai"),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_volcano_tasks_are_all_or_nothing(case: Case):
     eng = engine(RACK_GANG)
-    group = podgroup("job", 3, gpus=case.min_gpus, tasks=TASKS, family="volcano")
+    group = podgroup("job", 3, gpus=case.min_gpus, tasks=TASKS, family=case.family)
     snap = cluster(*(n for rack in case.racks for n in rack), group)
     seen: dict[str, int] = {}
     for t, task in enumerate(case.order):
         i = seen[task] = seen.get(task, -1) + 1
-        d = eng.decide(request(_pod(task, i)), snap, float(t), mutate=True)
+        d = eng.decide(request(_pod(task, i, case.family)), snap, float(t), mutate=True)
         assert d.allowed is (case.want_rack is not None), (task, d.reasons)
         assert rack_of(d.patch) == ([case.want_rack] if case.want_rack else None), task
-        eng.decide(request(_pod(task, i)), snap, float(t))  # the validating side holds
+        eng.decide(request(_pod(task, i, case.family)), snap, float(t))  # the validating side holds
     held = eng.state_for(snap).planner().index.reservations.by_id
     if case.want_rack is None:
         assert held == {}
@@ -110,3 +114,15 @@ def test_the_hold_holds_each_sets_slots_until_its_member_binds():
 )
 def test_minimums_are_per_set_and_do_not_depend_on_order(sets, min_count, want_counts):
     assert set_counts(GangRequest(sets, min_count=min_count)) == want_counts
+
+
+def test_a_kueue_workload_of_two_pod_sets_is_placed_with_each_sets_minimum():
+    """driver 1 x 1 GPU, workers 4 x 8 with minCount 2: 1 + 2 x 8 = 17 must fit now, so rack r2 (24), not r1 (16)."""
+    eng = engine(RACK_GANG)
+    tmpl = lambda g: {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(g)}}}]}}  # noqa: E731
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+          "metadata": {"name": "wl", "namespace": "train", "labels": {"acme.io/workload": "training"}},
+          "spec": {"queueName": "q", "podSets": [{"name": "driver", "count": 1, "template": tmpl(1)},
+                                                 {"name": "workers", "count": 4, "minCount": 2, "template": tmpl(8)}]}}
+    d = eng.decide(request(wl), cluster(*R1, *R2), 0.0)
+    assert d.allowed and d.placement.value == "r2" and sum(d.placement.nodes.values()) == 3
