@@ -19,10 +19,8 @@ model is still unknown is not placed where GPU models differ (`model_unknown`).
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from policy.placement.member import _tolerations
-from policy.placement.members import Members, Seen  # noqa: F401  (Members: re-exported)
+from policy.placement.members import Seen, tally
 from policy.placement.query import set_counts
 from policy.placement.result import GangRequest
 from policy.subject.model import PodSet, Workload, replace_workload
@@ -52,15 +50,17 @@ def _shape(ps: PodSet) -> tuple:
     return (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product)
 
 
-def _common(shapes: list[PodSet]) -> PodSet | None:
-    """The most frequent shape (ties: the first seen)."""
-    if not shapes:
-        return None
+def _common(shapes: list[tuple[PodSet, int]]) -> PodSet | None:
+    """The most frequent shape of (shape, count) pairs (ties: the first seen)."""
     counts: dict[tuple, int] = {}
-    for ps in shapes:
-        counts[_shape(ps)] = counts.get(_shape(ps), 0) + 1
+    first: dict[tuple, PodSet] = {}
+    for ps, n in shapes:
+        counts[_shape(ps)] = counts.get(_shape(ps), 0) + n
+        first.setdefault(_shape(ps), ps)
+    if not counts:
+        return None
     best = max(counts.values())
-    return next(ps for ps in shapes if counts[_shape(ps)] == best)
+    return next(first[k] for k, n in counts.items() if n == best)
 
 
 def _sized(name: str, count: int, like: PodSet | None, gpus: int | None = None, product: str | None = None, min_count=None) -> PodSet:
@@ -73,7 +73,7 @@ def request_for(
     w: Workload,
     *,
     group=None,
-    seen: Seen = {},
+    seen: Seen | None = None,
     topology: str | None = None,
     required: str | None = None,
     preferred: str | None = None,
@@ -83,7 +83,8 @@ def request_for(
     """The gang `w` stands for (a Pod member, or a group object), from its group and the members in hand.
 
     `group` is the member's `GroupInfo` from the cluster state (None for a group object
-    itself, whose own sets are read from `w`); `seen` maps member pod names to (set, shape).
+    itself, whose own sets are read from `w`); `seen` lists the other members in hand as
+    (set, shape, count) (`Members.of`, `tally`), not counting `w`.
     """
     is_pod = w.kind == "Pod"
     if is_pod:
@@ -92,12 +93,13 @@ def request_for(
     else:
         declared = tuple(w.pod_sets)
         min_gpus = w.total_gpus or None
-    members = dict(seen)
+    members = [*(seen or ())]  # (set, shape, count)
     me = None
     if is_pod:
         me = (member_set(w), own_shape(w))
-        members[w.name or ""] = me
-    minimum = w.min_members or (len(members) if members else None)
+        members.append((me[0], me[1], 1))
+    in_hand = sum(c for _s, _p, c in members)
+    minimum = w.min_members or (in_hand or None)
     if declared and any(ds.count for ds in declared):
         pod_sets = _declared_sets(declared, members, me, min_gpus)
     else:
@@ -117,15 +119,15 @@ def _has_templates(w: Workload) -> bool:
     return isinstance(spec, dict) and any(isinstance(ps, dict) and "template" in ps for ps in spec.get("podSets") or ())
 
 
-def _declared_sets(declared, members: dict, me, min_gpus: int | None) -> tuple[PodSet, ...]:
+def _declared_sets(declared, members: list, me, min_gpus: int | None) -> tuple[PodSet, ...]:
     """Each declared set with its own minimum; shapes from templates, members of the set, leftover minResources."""
     names = {ds.name for ds in declared}
-    by_set: dict[str, list[PodSet]] = {}
-    for set_name, shape in members.values():
+    by_set: dict[str, list[tuple[PodSet, int]]] = {}
+    for set_name, shape, n in members:
         if set_name not in names and len(declared) == 1:
             set_name = declared[0].name  # one set: every member is in it
         if set_name in names:
-            by_set.setdefault(set_name, []).append(shape)
+            by_set.setdefault(set_name, []).append((shape, n))
     out: list[PodSet | None] = []
     known_gpus = unknown_pods = 0
     for ds in declared:
@@ -157,12 +159,15 @@ def _declared_sets(declared, members: dict, me, min_gpus: int | None) -> tuple[P
     return tuple(final)
 
 
-def _shaped_sets(members: dict, me, minimum: int | None, min_gpus: int | None, w: Workload) -> tuple[PodSet, ...]:
+def _shaped_sets(members: list, me, minimum: int | None, min_gpus: int | None, w: Workload) -> tuple[PodSet, ...]:
     """No declared sets: the members in hand by shape, plus the members not seen yet."""
-    groups: dict[tuple, list[PodSet]] = {}
-    for _set, shape in members.values():
-        groups.setdefault(_shape(shape), []).append(shape)
-    sets = [_sized(f"pods-{i}", len(v), v[0]) for i, v in enumerate(groups.values())]
+    groups: dict[tuple, list] = {}
+    for _set, shape, n in members:
+        if _shape(shape) in groups:
+            groups[_shape(shape)][1] += n
+        else:
+            groups[_shape(shape)] = [shape, n]
+    sets = [_sized(f"pods-{i}", n, shape) for i, (shape, n) in enumerate(groups.values())]
     listed = sum(ps.count for ps in sets)
     missing = (minimum or 0) - listed
     if missing > 0:
@@ -175,7 +180,7 @@ def _shaped_sets(members: dict, me, minimum: int | None, min_gpus: int | None, w
         elif me is not None:
             sets.append(_sized("unseen", missing, me[1]))
         elif sets:
-            sets.append(_sized("unseen", missing, _common([s for _n, s in members.values()])))
+            sets.append(_sized("unseen", missing, _common([(shape, n) for _s, shape, n in members])))
         else:  # a group object with no member in hand: its declared resources spread over its minimum
             sets.append(PodSet(w.name or "member", missing, w.gpus, w.fraction, w.gpu_memory, w.gpu_product))
     merged: dict[tuple, PodSet] = {}
@@ -217,7 +222,7 @@ def gang_size(gang: GangRequest) -> tuple[int, int]:
     return sum(counts), sum(c * ps.gpus for c, ps in zip(counts, gang.pod_sets))
 
 
-def gang_in_hand(objs, snapshot) -> tuple[Workload, object, dict] | str:
+def gang_in_hand(objs, snapshot) -> tuple[Workload, object, list] | str:
     """(the subject the gang is judged as, its group from the cluster state, the pods in hand as members) from a gang's objects.
 
     The subject is the group object when one is given, else the first pod (Kueue and
@@ -238,7 +243,10 @@ def gang_in_hand(objs, snapshot) -> tuple[Workload, object, dict] | str:
     subject = group or (pods[0] if pods else None)
     if subject is None:
         return "GANG holds no objects"
-    seen = {p.name or f"pod-{i}": (member_set(p), own_shape(p)) for i, p in enumerate(pods) if p.total_gpus > 0}  # a CPU-only launcher is no gang member
+    gpu_pods = [p for p in pods if p.total_gpus > 0]  # a CPU-only launcher is no gang member
+    if subject.kind == "Pod":  # the subject is in hand itself: `seen` lists the others
+        gpu_pods = [p for p in gpu_pods if p is not subject]
+    seen = tally((member_set(p), own_shape(p)) for p in gpu_pods)
     info = group_of(subject, snapshot) if subject.kind == "Pod" else None
     return subject, info, seen
 

@@ -27,7 +27,7 @@ from typing import Callable
 from lang import ir
 from policy.context import Context, where
 from policy.placement import affinity_patch, gang_key
-from policy.gangplan import gang_view, group_of, member_set, own_shape, request_for  # noqa: F401  (gang_view: re-exported)
+from policy.gangplan import gang_view, group_of, member_set, own_shape, request_for
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
@@ -130,7 +130,7 @@ def gang_request_of(w, snapshot, planner, models: tuple[str, ...] = ()):
     group = None
     if w.kind == "Pod" and w.gang is not None and snapshot is not None:
         group = group_of(w, snapshot)
-    seen = planner.members.of(gang_key(w)) if planner is not None else {}
+    seen = planner.members.of(gang_key(w), exclude=w.name) if planner is not None else ()
     return request_for(w, group=group, seen=seen, models=models), group
 
 

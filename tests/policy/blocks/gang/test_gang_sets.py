@@ -119,10 +119,28 @@ def test_minimums_are_per_set_and_do_not_depend_on_order(sets, min_count, want_c
 def test_a_kueue_workload_of_two_pod_sets_is_placed_with_each_sets_minimum():
     """driver 1 x 1 GPU, workers 4 x 8 with minCount 2: 1 + 2 x 8 = 17 must fit now, so rack r2 (24), not r1 (16)."""
     eng = engine(RACK_GANG)
-    tmpl = lambda g: {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(g)}}}]}}  # noqa: E731
+    def tmpl(g):
+        return {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(g)}}}]}}
+
     wl = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
           "metadata": {"name": "wl", "namespace": "train", "labels": {"acme.io/workload": "training"}},
           "spec": {"queueName": "q", "podSets": [{"name": "driver", "count": 1, "template": tmpl(1)},
                                                  {"name": "workers", "count": 4, "minCount": 2, "template": tmpl(8)}]}}
     d = eng.decide(request(wl), cluster(*R1, *R2), 0.0)
     assert d.allowed and d.placement.value == "r2" and sum(d.placement.nodes.values()) == 3
+
+
+def test_members_are_counted_once_per_pod_and_the_judged_pod_is_left_out():
+    from policy.placement.members import Members
+
+    m = Members(limit=2)
+    w8, w1 = PodSet("w", 1, 8000), PodSet("m", 1, 1000)
+    for name, s, shape in (("a", "worker", w8), ("a", "worker", w8), ("b", "worker", w8), ("c", "master", w1)):
+        m.note("ns/g", name, s, shape)  # "a" twice: the mutating and the validating side judge the same pod
+    assert sorted((s, n) for s, _p, n in m.of("ns/g")) == [("master", 1), ("worker", 2)]
+    assert sorted((s, n) for s, _p, n in m.of("ns/g", exclude="a")) == [("master", 1), ("worker", 1)]
+    m.note("ns/g", "c", "worker", w8)  # the same pod again with another set: moved, not added
+    assert [(s, n) for s, _p, n in m.of("ns/g")] == [("worker", 3)]
+    m.note("ns/h", "x", None, w1)
+    m.note("ns/k", "y", None, w1)  # past `limit` gangs: the oldest is forgotten
+    assert m.of("ns/g") == [] and m.of("ns/k") != []

@@ -163,6 +163,7 @@ def test_a_whole_file_places_as_admission_decides_its_objects_in_order(scenario,
     cluster = _write(tmp_path, "cluster.yaml", {"apiVersion": "v1", "kind": "List", "items": items})
     placed = _place(capsys, cluster, policy, _write(tmp_path, "gang.yaml", objs))
     ps, diags = compile_policies([("decls.policy", DECLS), ("gang.policy", text)])
+    assert ps is not None, diags
     eng, snap = Engine(ps), ClusterSnapshot.from_objects(items)
     last = None
     for obj in objs:
