@@ -92,3 +92,59 @@ def test_a_gang_the_policy_requires_in_one_rack_does_not_fit_when_no_rack_can_ho
     code, out = _run(tmp_path, capsys, [_member("m0", 8, total=5)])  # 40 GPUs > any block's 32
     assert code == 3 and out["level_from"] == "policy" and out["request"]["required"] == "block"
     assert "no block" in out["reason"]
+
+
+def _podgroup(name, min_member, gpus=None, tasks=None):
+    spec = {"minMember": min_member}
+    if gpus is not None:
+        spec["minResources"] = {"nvidia.com/gpu": str(gpus)}
+    api = "scheduling.x-k8s.io/v1alpha1"
+    if tasks is not None:
+        spec["minTaskMember"] = dict(tasks)
+        api = "scheduling.volcano.sh/v1beta1"
+    return {"apiVersion": api, "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "team-a", "labels": {"acme.io/workload": "training"}}, "spec": spec}
+
+
+def _pg_member(name, group, gpus, task=None):
+    pod = _member(name, gpus)
+    if task is None:
+        pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = group
+    else:
+        pod["metadata"]["annotations"].update({"scheduling.k8s.io/group-name": group, "volcano.sh/task-spec": task})
+    return pod
+
+
+@pytest.mark.parametrize(
+    "objs, want_code, want_level, want_pods, want_total",
+    [
+        # Problem 3: a PodGroup file alone places (it used to say "declares no pod sets", exit 2).
+        ([_podgroup("pg", 2, gpus=16)], 0, "rack", 2, "16"),
+        # A group object plus its members: total_gpus is the gang's 4 x 4 = 16 > 8, so a rack (it was 0: no requirement).
+        ([_podgroup("pg", 4), *(_pg_member(f"pg-{i}", "pg", 4) for i in range(4))], 0, "rack", 4, "16"),
+        # Five 4-GPU members need 20 > a rack's 16 and 20 > 16: a block.
+        ([_podgroup("pg", 5), *(_pg_member(f"pg-{i}", "pg", 4) for i in range(5))], 0, "block", 5, "20"),
+        # A GPU-less PodGroup: nothing to place, as admission passes it.
+        ([_podgroup("cpu", 3)], 0, None, 3, "0"),
+    ],
+    ids=["podgroup-alone", "group-plus-members", "group-plus-members-block", "gpu-less"],
+)
+def test_a_group_file_is_judged_as_admission_judges_it(tmp_path, capsys, objs, want_code, want_level, want_pods, want_total):
+    code, out = _run(tmp_path, capsys, objs)
+    assert code == want_code and out["fits"] is True
+    assert out["level"] == want_level
+    assert (out["request"]["pods"], out["request"]["total_gpus"]) == (want_pods, want_total)
+
+
+def test_pod_sets_are_trimmed_by_their_own_minimum_whatever_the_order(tmp_path, capsys):
+    """A Volcano master (1 GPU) and two workers (8): 17 GPUs, whichever order the file lists them."""
+    master, workers = _pg_member("m-0", "job", 1, "master"), [_pg_member(f"w-{i}", "job", 8, "worker") for i in range(2)]
+    group = _podgroup("job", 3, tasks={"master": 1, "worker": 2})
+    answers = []
+    for objs in ([group, master, *workers], [group, *reversed(workers), master], [*workers, master, group]):
+        code, out = _run(tmp_path, capsys, objs)
+        answers.append((code, out["level"], out["domain"], out["request"]["total_gpus"],
+                        sorted((s["name"], s["pods"], s["gpus"]) for s in out["request"]["pod_sets"])))
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0][3] == "17" and answers[0][4] == [("master", 1, "1"), ("worker", 2, "8")]
+    assert answers[0][1] == "block"  # 17 > 16: the rack rule's last match (line 10) asks for a block
