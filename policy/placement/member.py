@@ -8,7 +8,7 @@ from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
 from policy.placement.capacity import Toleration, is_map
 from policy.placement.result import GangRequest, PlacementResult
-from policy.subject.model import PodSet, Workload
+from policy.subject.model import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,16 +28,10 @@ def gang_key(w: Workload) -> str:
 
 
 def gang_request(w: Workload, topology: str, level: str, per_gpu: int | None = None) -> GangRequest:
-    """The gang a workload stands for: a group's pod sets, or for a Pod `min_members` pods shaped like it."""
-    if w.kind != "Pod" and w.pod_sets:
-        pod_sets = tuple(w.pod_sets)
-    else:  # a Pod's own pod set says its shape (count 1); the gang is min_members of them
-        count = max(w.min_members or 1, 1)
-        s = w.pod_sets[0] if w.pod_sets else None
-        pod_sets = ((PodSet(s.name, count, s.gpus, s.fraction, s.gpu_memory, s.gpu_product) if s is not None  # not replace(): 3x dearer
-                     else PodSet(w.name or "member", count, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)),)
-    return GangRequest(pod_sets, min_count=w.min_members, topology=topology, required=level, per_gpu=per_gpu,
-                       tolerations=_tolerations(w.obj))
+    """The gang a workload stands for, by `policy.gangplan.request_for` (the one path): a group's pod sets, or a Pod's gang shaped like it."""
+    from policy.gangplan import request_for  # lazy: gangplan builds on this package
+
+    return request_for(w, topology=topology, required=level, per_gpu=per_gpu)
 
 
 def _tolerations(obj) -> tuple:
