@@ -28,6 +28,7 @@ from lang import ir
 from policy.context import Context, where
 from policy.placement import affinity_patch, gang_key
 from policy.gangplan import gang_view, group_of, member_set, own_shape, request_for
+from policy.models import asked_model
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
@@ -180,7 +181,7 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         ctx.blocks.append(block)
         if planner is not None and w.kind == "Pod":
             planner.members.note(gang_key(w), w.name, member_set(w), own_shape(w))
-        if allowed_models and not _models_ok(ctx, w, request):
+        if allowed_models and not _models_ok(ctx, w):
             return
         if g.require_min_members:
             if w.min_members is None:
@@ -211,16 +212,12 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         label = labels.get((chosen.topology, chosen.level), "")
         _place(ctx, request, chosen.topology, chosen.level, label, where(chosen.span), fresh)
 
-    def _models_ok(ctx: Context, w, request: GangRequest) -> bool:
-        asked = {w.gpu_model or w.gpu_product} if (w.gpu_model or w.gpu_product) else set()
-        if w.kind != "Pod":
-            models = ctx.state.planner().index.gpu_models if ctx.state is not None and ctx.state.planner() is not None else {}
-            asked = {models.get(ps.gpu_product, (ps.gpu_product,))[0] for ps in request.pod_sets if ps.gpu_product and ps.gpus}
-        bad = sorted(m for m in asked if m not in allowed_models)
-        if not bad:
+    def _models_ok(ctx: Context, w) -> bool:
+        model = asked_model(w)  # a group object's is its sets' one product, as normalization reads it
+        if model is None or model in allowed_models:
             return True
-        text = f"{g.name}: the gang asks for {', '.join(bad)} GPUs, but may use only {', '.join(g.models)}"
-        ctx.find("GangModelNotAllowed", block, location, text, mode, {"gang": w.gang, "asked": bad, "models": list(g.models)})
+        text = f"{g.name}: the gang asks for {model} GPUs, but may use only {', '.join(g.models)}"
+        ctx.find("GangModelNotAllowed", block, location, text, mode, {"gang": w.gang, "asked": model, "models": list(g.models)})
         return False
 
     def _fit(ctx: Context, result: PlacementResult, loc: str, why: str, proposed: Proposed | None = None) -> None:

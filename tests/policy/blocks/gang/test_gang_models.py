@@ -104,3 +104,24 @@ def test_the_gang_view_uses_min_resources_over_the_missing_members():
     snap.apply("ADDED", group)
     m = eng.decide(request(member("pg-0", "pg", 8)), snap, 0.0)
     assert m.allowed and m.placement.value == "r1" and m.placement.nodes and sum(m.placement.nodes.values()) == 9
+
+
+@pytest.mark.parametrize(
+    "selector, want_codes",
+    [
+        ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, []),
+        ({"nvidia.com/gpu.product": L4}, ["GangModelNotAllowed"]),
+        (None, []),  # a template naming no product: any model, the gang is planned on h100 only
+    ],
+)
+def test_a_group_objects_template_model_is_checked_against_models_without_cluster_state(selector, want_codes):
+    """No cluster state (no evaluator): the model check still maps the product to the declared name."""
+    eng = engine(_policy("models h100", "warn"))
+    tmpl = {"spec": {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    if selector:
+        tmpl["spec"]["nodeSelector"] = selector
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+          "metadata": {"name": "wl", "namespace": "train", "labels": {"acme.io/workload": "training"}},
+          "spec": {"queueName": "q", "podSets": [{"name": "w", "count": 2, "template": tmpl}]}}
+    d = eng.decide(request(wl), None, 0.0)
+    assert [r.code for r in d.reasons if r.mode == "enforce"] == want_codes
