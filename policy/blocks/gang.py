@@ -1,10 +1,12 @@
 """`gang` blocks: `require min_members`, `require topology T.LEVEL [when …]`, `on unplaceable`.
 
-Inside a gang block a Pod member is judged as its gang (`gang_view`): its `pods` is
-the gang's minimum members and `total_gpus` is pods × its per-pod GPUs, so a size
-rule such as `require topology fabric.rack when total_gpus > 8` fires for every
-member of a big gang, not only for its group object. Everywhere else (quota, rules)
-a Pod stays one pod.
+Inside a gang block a workload is judged as its gang (`gang_view` of the gang request
+`policy/gangplan.py` builds: its pod sets, each set's minimum × its shape, on its
+members' model), so a size rule such as `require topology fabric.rack when total_gpus
+> 8` fires for every member of a big gang, not only for its group object. Everywhere
+else (quota, rules) a Pod stays one pod. `models` restricts the pools and denies a
+gang asking another model; a group object of unknown model is not yet placeable where
+models differ.
 
 A required topology asks the embedded placement evaluator (`policy/placement/`) for
 ONE domain of that level that holds the whole gang now. The check only proposes:
@@ -26,12 +28,13 @@ from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
-from policy.placement import affinity_patch, gang_key
 from policy.gangplan import gang_view, group_of, member_set, own_shape, request_for
 from policy.models import asked_model
+from policy.placement import affinity_patch, gang_key
+from policy.placement.capacity import TAINT_SEP
+from policy.placement.query import demand_of
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
-
 
 GANG_VIEW_FIELDS = frozenset({"pods", "total_gpus"})  # what the gang view changes
 
@@ -144,7 +147,7 @@ def model_mismatch(planner, result: PlacementResult, w) -> bool:
     for name in result.nodes:
         state = nodes.get(name)
         spec = state.spec if state is not None else None
-        if spec is not None and spec.model.split("|", 1)[0] != model:
+        if spec is not None and spec.model.split(TAINT_SEP, 1)[0] != model:
             return True
     return False
 
@@ -153,9 +156,8 @@ def _shape_unplanned(result: PlacementResult, group, w) -> bool:
     """A member of a gang of several declared sets whose own shape the remembered plan holds no slot for (it was a guess)."""
     if group is None or len(group.pod_sets) < 2 or not w.pod_sets or not result.demands:
         return False
-    own = w.pod_sets[0]
-    share = own.fraction if own.fraction is not None else own.gpus
-    return not any((d.whole * 1000 if d.whole else d.milli) == (share if d.milli else -(-own.gpus // 1000) * 1000) for d in result.demands)
+    own = demand_of(w.pod_sets[0], {})
+    return own is not None and all((d.whole, d.milli) != (own.whole, own.milli) for d in result.demands)
 
 
 def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> Callable[[Context], None]:
