@@ -297,7 +297,7 @@ def _pools_differ(index: "PlacementIndex", needs: Need) -> bool:
 def _model_unknown(index: "PlacementIndex", why: str) -> PlacementReason:
     models = sorted({k.split(TAINT_SEP, 1)[0] for k in index.model_memory})
     msg = (f"not yet placeable: {why}, and this cluster's GPU nodes are of {len(models)} models ({', '.join(models)}); "
-           "the gang is planned when its first member arrives (or name its models in the gang block)")
+           "the gang is planned when its first member arrives")
     return PlacementReason("ModelUnknown", msg, {"models": models})
 
 
