@@ -83,3 +83,13 @@ def test_the_webhook_reloader_hands_placed_gangs_to_the_new_engine(tmp_path):
     assert asyncio.run(reloader.check()) is True
     assert state.engine is not old and state.policy.generation == 2
     assert _held(state.engine, state.snapshot) == {"train/g": ["n1", "n2"]}
+
+
+def test_a_reload_keeps_the_members_each_gang_has_shown():
+    """A gang's shapes learnt from its members survive a reload, so the next member still plans the whole mix."""
+    old, snap = engine(CONTRACT_GANG + QUOTA), cluster(*NODES)
+    old.decide(request(kueue_member("m-0", "g", 8, 3)), snap, 0.0, reserve=False)
+    old.decide(request(kueue_member("m-1", "g", 4, 3)), snap, 0.0, reserve=False)
+    new, _adopted = _reloaded(old, snap, 1.0)
+    seen = new.state_for(snap).planner().members.of("train/g")
+    assert sorted((shape.gpus, n) for _s, shape, n in seen) == [(4000, 1), (8000, 1)]
