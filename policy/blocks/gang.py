@@ -1,7 +1,7 @@
 """`gang` blocks: `require min_members`, `require topology T.LEVEL [when …]`, `on unplaceable`.
 
 Inside a gang block a workload is judged as its gang (`gang_view` of the gang request
-`policy/gangplan.py` builds: its pod sets, each set's minimum × its shape, on its
+`policy/placement/request.py` builds: its pod sets, each set's minimum × its shape, on its
 members' model), so a size rule such as `require topology fabric.rack when total_gpus
 > 8` fires for every member of a big gang, not only for its group object. Everywhere
 else (quota, rules) a Pod stays one pod. `models` restricts the pools and denies a
@@ -28,8 +28,8 @@ from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
-from policy.gangplan import gang_view, group_of, member_set, own_shape, request_for
-from policy.models import asked_model
+from policy.placement.request import gang_view, group_of, member_set, own_shape, request_for
+from policy.blocks.models import asked_model
 from policy.placement import affinity_patch, gang_key
 from policy.placement.capacity import TAINT_SEP
 from policy.placement.query import demand_of
@@ -165,7 +165,7 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
 
     `selector`, when given, is the block's `for` tested here on the gang view (the
     pipeline then tests only the rest); the `when`s are always tested on the gang view,
-    which is the size of the gang request (`policy/gangplan.py`) the placement is asked for.
+    which is the size of the gang request (`policy/placement/request.py`) the placement is asked for.
     """
     block, location = g.id, where(g.span)
     requirements = tuple(zip(g.topology, whens))

@@ -7,7 +7,7 @@ PriorityClass, refusing the pod when the patch says otherwise. So the patch carr
 live class's value and preemption policy (from the cluster snapshot) and the policy's
 declaration only when the cluster has no such class yet. Declared with `preempts` means
 `PreemptLowerPriority`, otherwise `Never`, as the compiled PriorityClass manifests say;
-`policy/priority_drift.py` reports live classes that differ.
+`policy/blocks/priority_drift.py` reports live classes that differ.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Callable
 
 from lang import ir
 from policy.blocks import agents, fraction, gang, priority, quota, rules
-from policy import models
+from policy.blocks import models
 from policy.compiler.expr import Levels, compile_condition, compile_expr, compile_template
 from policy.context import where
 from policy.compiler.pipeline import Step, build_pipeline

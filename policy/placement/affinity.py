@@ -104,7 +104,7 @@ class GangPlanner:
         self.ttl = ttl
         self._chosen: dict[str, tuple[PlacementResult, float]] = {}  # key -> (result, forget after)
         self._forget: list[tuple[float, str]] = []  # heap of (forget after, key); stale entries skipped
-        self.members = Members()  # each gang's members seen so far (set, shape): policy/gangplan.py plans with them
+        self.members = Members()  # each gang's members seen so far (set, shape): policy/placement/request.py plans with them
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
         """The gang's placement: the remembered one, or a new query (held under `key` unless dry-run)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from policy.decision import Placement
 from policy.placement.affinity import GangPlanner
-from policy.placement.capacity import Toleration, is_map
+from policy.placement.request import request_for
 from policy.placement.result import GangRequest, PlacementResult
 from policy.subject.model import Workload
 
@@ -28,31 +28,8 @@ def gang_key(w: Workload) -> str:
 
 
 def gang_request(w: Workload, topology: str, level: str, per_gpu: int | None = None) -> GangRequest:
-    """The gang a workload stands for, by `policy.gangplan.request_for` (the one path): a group's pod sets, or a Pod's gang shaped like it."""
-    from policy.gangplan import request_for  # lazy: gangplan builds on this package
-
+    """The gang a workload stands for, by `request_for` (the one path): a group's pod sets, or a Pod's gang shaped like it."""
     return request_for(w, topology=topology, required=level, per_gpu=per_gpu)
-
-
-def _tolerations(obj) -> tuple:
-    """The tolerations of a Pod, or of the first pod template of a Kueue Workload; () when none are written."""
-    if not is_map(obj):
-        return ()
-    spec = obj.get("spec")
-    if not is_map(spec):
-        return ()
-    found = spec.get("tolerations")
-    if found is None and "podSets" not in spec:
-        return ()
-    if found is None:
-        for ps in spec.get("podSets") or ():  # Kueue Workload
-            tspec = ((ps or {}).get("template") or {}).get("spec") if is_map(ps) else None
-            if is_map(tspec) and tspec.get("tolerations"):
-                found = tspec["tolerations"]
-                break
-    if not isinstance(found, list):
-        return ()
-    return tuple(Toleration(t) for t in found if is_map(t))  # hashable: answers re-used
 
 
 def place_member(planner: GangPlanner, w: Workload, topology: str, level: str, now: float, per_gpu: int | None = None) -> MemberPlacement:

@@ -1,7 +1,7 @@
 """`allot check [PATH…] [--cluster FILE] [--format text|json|sarif]`: parse and type-check a policy set.
 
 With `--cluster`, also compare the declared priority classes with the cluster's live
-PriorityClasses (policy/priority_drift.py): any difference is an error (exit 1).
+PriorityClasses (policy/blocks/priority_drift.py): any difference is an error (exit 1).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def drift_diagnostics(priorities, snapshot, cluster_path: str) -> list:
     """`PriorityClassDrift` errors at the declaring block (or the cluster file, for an undeclared class)."""
     from lang.diagnostics import error
     from lang.span import Span
-    from policy.priority_drift import priority_drift
+    from policy.blocks.priority_drift import priority_drift
 
     here = Span(cluster_path, 1, 1, 1, 1)
     return [error("PriorityClassDrift", d.message, d.span or here, d.fix) for d in priority_drift(priorities, snapshot)]

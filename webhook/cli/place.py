@@ -119,7 +119,7 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
     """(GangRequest, the subject the gang is judged as, a builder of the request for a block's `models`), by the path admission takes."""
     from dataclasses import replace
 
-    from policy.gangplan import gang_in_hand, request_for
+    from policy.placement.request import gang_in_hand, request_for
     from webhook.errors import UsageError
 
     found = gang_in_hand(objs, snapshot)
@@ -156,7 +156,7 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
 def run(args) -> int:
     """Load the cluster, read the gang, query, print JSON; exit 0 fits, 3 does not."""
     from lang.quantity import format_milli
-    from policy.gangplan import gang_size
+    from policy.placement.request import gang_size
     from policy.placement import PlacementIndex
     from policy.placement.query import set_counts
     from policy.placement.result import PlacementReason, PlacementResult

@@ -165,7 +165,7 @@ class State:
         return not problems, detail
 
     def priority_drift(self) -> list:
-        """Declared priority classes whose live PriorityClass differs (policy/priority_drift.py); updates the metric.
+        """Declared priority classes whose live PriorityClass differs (policy/blocks/priority_drift.py); updates the metric.
 
         Reported, not a readiness problem: the patch already carries the live values, and
         a replica going unready would not make the classes agree.
@@ -173,7 +173,7 @@ class State:
         policy_set = getattr(self.engine, "policy_set", None)  # stand-in engines have none
         drift = []
         if policy_set is not None and self.snapshot is not None and self.cluster.synced:
-            from policy.priority_drift import priority_drift
+            from policy.blocks.priority_drift import priority_drift
 
             drift = priority_drift(policy_set.priorities, self.snapshot)
         gauge = self.metrics.priority_drift

@@ -6,7 +6,7 @@ import pytest
 from tests.policy.engine.engine_builders import priority
 
 from policy.cluster.snapshot import ClusterSnapshot
-from policy.priority_drift import priority_drift
+from policy.blocks.priority_drift import priority_drift
 
 DECLARED = (priority("batch", 100, default=True), priority("prod", 500, preempts=True))
 

@@ -18,11 +18,11 @@ from tests.policy.blocks.gang.gangs_builders import DECLS, L4, member, node, pod
 from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
-from policy.gangplan import group_of
+from policy.placement.request import group_of
 from policy.subject.normalize import normalize_object
 from webhook.cli import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 GANG_CODES = {"GangUnplaceable", "GangNotYetPlaceable", "GangModelNotAllowed"}
 
 

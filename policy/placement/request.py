@@ -19,7 +19,7 @@ model is still unknown is not placed where GPU models differ (`model_unknown`).
 
 from __future__ import annotations
 
-from policy.placement.member import _tolerations
+from policy.placement.capacity import Toleration, is_map
 from policy.placement.members import Seen, tally
 from policy.placement.query import set_counts
 from policy.placement.result import GangRequest
@@ -110,7 +110,7 @@ def request_for(
         unknown = (f"the GPU model of {w.kind} {w.namespace or 'default'}/{w.name or ''}'s members is not known yet "
                    "(the object has no pod template, no member has been seen, the gang block names no models)")
     return GangRequest(pod_sets, min_count=minimum, topology=topology, required=required, preferred=preferred,
-                       per_gpu=per_gpu, tolerations=_tolerations(w.obj), models=tuple(models), model_unknown=unknown)
+                       per_gpu=per_gpu, tolerations=tolerations_of(w.obj), models=tuple(models), model_unknown=unknown)
 
 
 def _has_templates(w: Workload) -> bool:
@@ -262,3 +262,24 @@ def group_of(w: Workload, snapshot):
     if ref is None or ref[0] == "kueue-pod-group" or ref[2]:
         return None  # no object (Kueue plain pod group), or one pod group of a Workload: its own gang
     return snapshot.group(w.namespace or "default", ref[1], ref[0])
+
+
+def tolerations_of(obj) -> tuple:
+    """The tolerations of a Pod, or of the first pod template of a Kueue Workload; () when none are written."""
+    if not is_map(obj):
+        return ()
+    spec = obj.get("spec")
+    if not is_map(spec):
+        return ()
+    found = spec.get("tolerations")
+    if found is None and "podSets" not in spec:
+        return ()
+    if found is None:
+        for ps in spec.get("podSets") or ():  # Kueue Workload
+            tspec = ((ps or {}).get("template") or {}).get("spec") if is_map(ps) else None
+            if is_map(tspec) and tspec.get("tolerations"):
+                found = tspec["tolerations"]
+                break
+    if not isinstance(found, list):
+        return ()
+    return tuple(Toleration(t) for t in found if is_map(t))  # hashable: answers re-used
