@@ -65,11 +65,6 @@ def recognise(exc, parse_fn) -> tuple[str, str] | None:
     return (MISTAKES[label][1], MISTAKES[label][2]) if label else None
 
 
-def _keywords() -> dict[str, str]:
-    from lang.parser import terminal_patterns
-
-    return terminal_patterns()
-
 
 def _word(name: str, kw: dict[str, str]) -> str:
     if name in _WORDS:
@@ -79,8 +74,7 @@ def _word(name: str, kw: dict[str, str]) -> str:
     return name.lower()
 
 
-def _expected_words(expected: set[str], block: str | None) -> str:
-    kw = _keywords()
+def _expected_words(expected: set[str], block: str | None, kw: dict[str, str]) -> str:
     names = set(expected) - {"SEMICOLON"}
     if names & _TOP and len(names & _TOP) >= 4:
         return "a declaration (`gpu`, `topology`, `priority`, `quota`, `fraction`, `gang`, `agents` or `rule`)"
@@ -117,7 +111,7 @@ def _block_at(text: str, line: int) -> str | None:
     return kind
 
 
-def _help_for_token(tok, expected: set[str], block: str | None) -> str | None:
+def _help_for_token(tok, expected: set[str], block: str | None, kw: dict[str, str]) -> str | None:
     if tok.type == "EQUAL" and "CMP" in expected:
         return "compare with `==`"
     if tok.type == "NAME" and expected & _TOP:  # a misspelt declaration keyword: `qouta`
@@ -125,7 +119,6 @@ def _help_for_token(tok, expected: set[str], block: str | None) -> str | None:
         if close:
             return f"did you mean `{close[0]}`?"
     if tok.type == "NAME" and "RBRACE" in expected:
-        kw = _keywords()
         options = [v for k, v in kw.items() if k in expected and v.isidentifier()]
         close = difflib.get_close_matches(tok.value, options, n=1)
         if close:
@@ -171,11 +164,15 @@ def _unit_hint(text: str, pos: int, path: str, line: int, col: int) -> Diagnosti
     return error("E0007", f"`{m.group(0)}` is not a quantity; did you mean `{number}{meant}`?", where, units)
 
 
-def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, parse_fn=None) -> Diagnostic:
-    """One diagnostic for a lark UnexpectedInput raised while parsing `text`."""
-    from lang.parser import UnexpectedCharacters, UnexpectedToken
+def describe_unexpected(exc, text: str, path: str, keywords: dict[str, str], last_chunk: bool = True, parse_fn=None) -> Diagnostic:
+    """One diagnostic for a lark UnexpectedInput raised while parsing `text`; `keywords`: terminal name -> its text.
 
-    if isinstance(exc, UnexpectedCharacters):
+    The parser hands in what it knows of lark (the exception, the terminals), so this module imports no parser:
+    lark's exceptions are told apart by their class names.
+    """
+    kw = keywords
+    kind = type(exc).__name__
+    if kind == "UnexpectedCharacters":
         line, col = exc.line, exc.column
         ch = text[exc.pos_in_stream] if 0 <= exc.pos_in_stream < len(text) else "?"
         unit = _unit_hint(text, exc.pos_in_stream, path, line, col)
@@ -186,9 +183,9 @@ def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, pars
         shown = repr(ch)[1:-1] if not ch.isprintable() else ch
         msg = f"unexpected character `{shown}`"
         if exc.allowed:
-            msg += f"; expected {_expected_words(set(exc.allowed), block)}"
+            msg += f"; expected {_expected_words(set(exc.allowed), block, kw)}"
         return error("E0002", msg, where, _help_for_char(ch))
-    if isinstance(exc, UnexpectedToken):
+    if kind == "UnexpectedToken":
         tok = exc.token
         expected = set(exc.expected)
         block = _block_at(text, getattr(tok, "line", 1) or 1)
@@ -198,7 +195,7 @@ def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, pars
             where = Span(path, line, col, line, col + 1)
             if not last_chunk and "RBRACE" in expected:
                 return error("E0003", "this block is not closed: expected `}` before the next declaration", where)
-            return error("E0003", f"unexpected end of file; expected {_expected_words(expected, block)}", where)
+            return error("E0003", f"unexpected end of file; expected {_expected_words(expected, block, kw)}", where)
         line, col = tok.line or 1, tok.column or 1
         end_line, end_col = (tok.end_line or line), (tok.end_column or col + 1)
         if tok.type == "_NL":
@@ -213,8 +210,8 @@ def describe_unexpected(exc, text: str, path: str, last_chunk: bool = True, pars
             article = "an" if block[0] in "aeiou" else "a"
             msg = f"unknown statement `{tok.value}` in {article} {block} block; expected {_STATEMENTS[block]} or `}}`"
         else:
-            msg = f"expected {_expected_words(expected, block)}, found {_found(tok)}"
-        return error("E0001", msg, where, _help_for_token(tok, expected, block))
+            msg = f"expected {_expected_words(expected, block, kw)}, found {_found(tok)}"
+        return error("E0001", msg, where, _help_for_token(tok, expected, block, kw))
     line = getattr(exc, "line", 1) or 1
     col = getattr(exc, "column", 1) or 1
     return error("E0001", "syntax error", Span(path, line, col, line, col + 1))

@@ -7,6 +7,7 @@ bad block does not hide the errors or the declarations of the others.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
 import threading
@@ -114,8 +115,9 @@ def _lark() -> lark.Lark:
     return _parser
 
 
+@functools.cache
 def terminal_patterns() -> dict[str, str]:
-    """Terminal name -> literal text for keyword/punctuation terminals (for error messages)."""
+    """Terminal name -> literal text for keyword/punctuation terminals (for error messages; do not mutate)."""
     out = {}
     for t in _lark().terminals:
         if t.pattern.type == "str":
@@ -246,7 +248,7 @@ def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int)
             _parse_decls(padded, path)
             break
         except UnexpectedInput as exc:
-            d = describe_unexpected(exc, padded, path, parse_fn=_parse_example)
+            d = describe_unexpected(exc, padded, path, terminal_patterns(), parse_fn=_parse_example)
         except BuildError as exc:
             d = exc.diagnostic
         if d.code not in _STATEMENT_ERRORS or d.span.line <= line:
@@ -298,7 +300,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
             if isinstance(exc, BuildError):
                 d = exc.diagnostic
             else:
-                d = describe_unexpected(exc, padded, path, last_chunk=last, parse_fn=_parse_example)
+                d = describe_unexpected(exc, padded, path, terminal_patterns(), last_chunk=last, parse_fn=_parse_example)
             between = isinstance(exc, UnexpectedToken) and bool(_TOP_TERMINALS & set(exc.expected)) and exc.token.type != "$END"
             if between:  # a stray word where a declaration should start (`prority p 5`): skip it, keep the rest
                 diags.append(d)
