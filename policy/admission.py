@@ -14,6 +14,7 @@ from typing import Iterable, Mapping
 import orjson
 
 from policy.decision import Decision
+from policy.envelope import contradiction
 
 API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -42,6 +43,7 @@ def parse_review(body: dict) -> dict:
         and body.get("apiVersion") == API_VERSION
         and body.get("kind") == "AdmissionReview"
         and _well_formed(req)
+        and contradiction(req) is None
     ):
         return req
     _explain_bad_review(body)
@@ -102,6 +104,8 @@ def _explain_bad_review(body) -> None:
     for name in ("namespace", "name", "subResource"):
         _require(req.get(name) is None or isinstance(req.get(name), str), f"request.{name} must be a string")
     _require(isinstance(req.get("dryRun", False), bool), "request.dryRun must be a boolean")
+    why = contradiction(req)
+    _require(why is None, why or "")
 
 
 def _fit(text: str) -> str:

@@ -6,7 +6,7 @@ import gc
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Mapping
 
-from policy.subject.dialects.common import EMPTY
+from policy.subject.dialects.common import BAD_OBJECT, EMPTY
 from policy.subject.dialects.gangs import GroupInfo, group_family, read_group
 from policy.cluster.memory import GpuMemoryIndex
 from policy.cluster.shape import shape_problem
@@ -165,9 +165,13 @@ class ClusterSnapshot:
         from policy.subject.demand import pod_demand  # cycle-free: demand imports dialects only
 
         try:
-            return read_group(obj, key[0], lambda p: pod_demand(p, self))
+            info = read_group(obj, key[0], lambda p: pod_demand(p, self))
         except (TypeError, AttributeError, ValueError) as exc:  # the reader's contract is "problems, not exceptions"
             raise SnapshotError(f"{obj['kind']} {ns}/{key[2]}: unreadable group object ({type(exc).__name__}: {exc})") from None
+        for p in info.problems:  # a field of the wrong type: refused like any other mis-typed object
+            if p.code == BAD_OBJECT:
+                raise SnapshotError(f"{obj['kind']} {ns}/{key[2]}: unreadable group object ({p.message})")
+        return info
 
     def _store_for(self, kind: str, api_version: str, ns: str | None, name: str) -> tuple[dict, object]:
         if kind == "Pod":

@@ -6,7 +6,8 @@ from typing import Mapping
 
 from policy.subject.dialects import dra, hami, kai
 from policy.subject.dialects.common import BAD_OBJECT as MALFORMED_OBJECT
-from policy.subject.dialects.common import EMPTY, MALFORMED, Bad, whole_count
+from policy.subject.dialects import shape
+from policy.subject.dialects.common import EMPTY, MALFORMED, Bad, quantity, whole_count
 from policy.subject.dialects.gpu_whole import MIG_PREFIX, WHOLE, read_mig
 from policy.subject.dialects.product import read_product
 from policy.subject.model import PodSet, Problem, make_podset
@@ -61,6 +62,22 @@ def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
         problems.append(Problem(MALFORMED, f"{path}: {exc}"))
 
 
+_STANDARD = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _differ(a, b) -> bool:
+    """Whether two quantities differ in value (`"1"` and `1` do not); unreadable ones are left to the readers."""
+    try:
+        return quantity(a) != quantity(b)
+    except ValueError:
+        return False
+
+
+def _contradicts(key: str, req, lim, path: str) -> Problem:
+    return Problem(shape.BAD_REQUESTS, f"{path}.requests[{key}]: {req!r} differs from limits {lim!r}; "
+                   "extended resources cannot be overcommitted, so the API server requires requests == limits")
+
+
 def _whole_fast(value) -> int | None:
     """A plain device count (`8`, `"8"`), or None when the value needs the full reader."""
     if type(value) is int:
@@ -75,10 +92,17 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
     res = c.get("resources")
     if not res:
         return None
+    if type(res) is not dict:
+        problems.append(shape.wrong(f"spec.{where}[{index}].resources", "an object", res))
+        return None
     requests = res.get("requests") or EMPTY
     limits = res.get("limits") or EMPTY
+    if type(requests) is not dict or type(limits) is not dict:
+        requests = shape.mapping(requests, f"spec.{where}[{index}].resources.requests", problems)
+        limits = shape.mapping(limits, f"spec.{where}[{index}].resources.limits", problems)
     # One pass per table: GPU-looking keys only. Limits imply requests for extended
-    # resources; an explicit request wins. The usual pod names one whole-GPU key: no dict then.
+    # resources; an explicit request must equal the limit (API validation), and every
+    # name must be one the API server accepts. The usual pod names one whole-GPU key: no dict then.
     one = None
     found = None
     for key in limits:
@@ -88,13 +112,19 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
             else:
                 found = found or {one: "limits"}
                 found[key] = "limits"
+        elif key not in _STANDARD and not shape.valid_resource_name(key):
+            problems.append(shape.bad_resource_name(key, f"spec.{where}[{index}].resources.limits[{key}]"))
     for key in requests:
         if key.startswith(_PREFIXES):
+            if key in limits and requests[key] != limits[key] and _differ(requests[key], limits[key]):
+                problems.append(_contradicts(key, requests[key], limits[key], f"spec.{where}[{index}].resources"))
             if one is None:
                 one = key
             elif key != one or found is not None:
                 found = found or {one: "requests" if one in requests else "limits"}
                 found[key] = "requests"
+        elif key not in _STANDARD and not shape.valid_resource_name(key):
+            problems.append(shape.bad_resource_name(key, f"spec.{where}[{index}].resources.requests[{key}]"))
     if one is None:
         return None
     if found is None:
@@ -121,6 +151,11 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
     return milli, mem_bytes, share
 
 
+def _not_object(c, path: str, problems: list) -> None:
+    problems.append(shape.wrong(path, "an object", c))
+    return None
+
+
 def read_demand(pod: Mapping, snapshot=None) -> tuple[PodSet, list[Problem]]:
     """The pod's PodSet (count 1) and the problems met reading it; never raises on bad values."""
     try:
@@ -134,18 +169,26 @@ def read_demand(pod: Mapping, snapshot=None) -> tuple[PodSet, list[Problem]]:
 
 
 def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
+    problems: list[Problem] = []
     meta = pod.get("metadata") or EMPTY
     spec = pod.get("spec") or EMPTY
+    if type(meta) is not dict or type(spec) is not dict:
+        meta = shape.mapping(meta, "metadata", problems)
+        spec = shape.mapping(spec, "spec", problems)
     annotations = meta.get("annotations") or EMPTY
-    problems: list[Problem] = []
+    if type(annotations) is not dict:
+        annotations = EMPTY  # reported by normalization with the labels
     env = [pod, spec, annotations, snapshot, _UNSET]
     milli = 0
     mem_total = None
     share = None
     i = -1
-    for c in spec.get("containers") or ():
+    containers = spec.get("containers")
+    if type(containers) is not list:
+        containers = shape.items(containers, "spec.containers", problems)
+    for c in containers:
         i += 1
-        got = _container(c, "containers", i, env, problems) if type(c) is dict else None
+        got = _container(c, "containers", i, env, problems) if type(c) is dict else _not_object(c, f"spec.containers[{i}]", problems)
         if got is not None:
             milli += got[0]
             if got[1] is not None:
@@ -154,9 +197,11 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
                 share = got[2] if share is None else max(share, got[2])
     inits = spec.get("initContainers")
     if inits:
+        if type(inits) is not list:
+            inits = shape.items(inits, "spec.initContainers", problems)
         init_peak = 0
         for i, c in enumerate(inits):
-            got = _container(c, "initContainers", i, env, problems) if type(c) is dict else None
+            got = _container(c, "initContainers", i, env, problems) if type(c) is dict else _not_object(c, f"spec.initContainers[{i}]", problems)
             if got is None:
                 continue
             if c.get("restartPolicy") == "Always":  # sidecars run beside the app containers

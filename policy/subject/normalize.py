@@ -8,6 +8,7 @@ from policy.subject.demand import pod_demand, read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
 from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
 from policy.subject.dialects.security import escalations
+from policy.subject.dialects.shape import mapping, string_map
 from policy.subject.dialects.topology import pod_topology
 from policy.subject.model import Problem, Workload, make_workload
 
@@ -82,12 +83,15 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
     """A Pod's subject; `r` = (operation, name, namespace, user, groups, serviceaccount, resource, sub, uid, dry_run, old)."""
     meta = obj.get("metadata") or EMPTY
     spec = obj.get("spec") or EMPTY
+    if type(meta) is not dict or type(spec) is not dict:  # reported by read_demand
+        meta = meta if type(meta) is dict else EMPTY
+        spec = spec if type(spec) is dict else EMPTY
     ns = r[2] or meta.get("namespace") or "default"
     podset, demand_problems = read_demand(obj, snapshot)
     if demand_problems:
         problems.extend(demand_problems)
-    labels = meta.get("labels") or EMPTY
-    annotations = meta.get("annotations") or EMPTY
+    labels = string_map(meta.get("labels"), "metadata.labels", problems)
+    annotations = string_map(meta.get("annotations"), "metadata.annotations", problems)
     required = preferred = gang = minimum = None
     if annotations:
         required, preferred = pod_topology(annotations)
@@ -101,7 +105,7 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
     priority = spec.get("priority")
     if type(priority) is not int:
         priority, pc = _priority(spec, snapshot, problems)
-    privileged, host_path, host_network = escalations(spec)
+    privileged, host_path, host_network = escalations(spec, problems)
     gpus = podset.gpus
     # Positional, in `Workload` field order (see tests/policy/normalize/test_request.py): keyword
     # matching of 35 arguments costs more than the rest of normalization.
@@ -115,8 +119,10 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
 
 
 def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: list) -> Workload:
-    meta = obj.get("metadata") or EMPTY
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else EMPTY
+    meta = mapping(obj.get("metadata"), "metadata", problems)
+    spec = obj.get("spec") if type(obj.get("spec")) is dict else EMPTY  # a bad spec is read_group's problem
+    labels = string_map(meta.get("labels"), "metadata.labels", problems)
+    annotations = string_map(meta.get("annotations"), "metadata.annotations", problems)
     ns = base["namespace"] or meta.get("namespace") or "default"
     base = {k: v for k, v in base.items() if k not in ("kind", "namespace")}
     info = read_group(obj, family, lambda p: pod_demand(p, snapshot))
@@ -135,16 +141,16 @@ def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: l
         memory = ceil_div(sum(mems), sum(ps.count for ps in info.pod_sets) or 1) if mems else None
         products = {ps.gpu_product for ps in asking if ps.gpu_product}
         product = products.pop() if len(products) == 1 else None
-    for ps in spec.get("podSets") or ():  # Kueue Workload templates carry container specs
-        tspec = ((ps or EMPTY).get("template") or EMPTY).get("spec") or EMPTY
-        p, h, n = escalations(tspec)
+    for i, ps in enumerate(spec.get("podSets") or ()):  # Kueue Workload templates carry container specs
+        tmpl = ps.get("template") if type(ps) is dict else None  # shapes reported by read_group
+        tspec = tmpl.get("spec") if type(tmpl) is dict else None
+        p, h, n = escalations(tspec if type(tspec) is dict else EMPTY, problems)
         privileged, host_path, host_network = privileged or p, host_path or h, host_network or n
     # The Priority plugin defaults Pods and (1.36, WorkloadAwarePreemption) upstream scheduling.k8s.io PodGroups.
     upstream = (obj.get("kind") or base.get("kind")) == "PodGroup" and str(obj.get("apiVersion") or "").startswith("scheduling.k8s.io/")
     priority, pc = _priority(spec, snapshot, problems, pod=upstream)
     return make_workload(
-        kind=obj.get("kind") or base.get("kind") or "", labels=meta.get("labels") or EMPTY,
-        annotations=meta.get("annotations") or EMPTY,
+        kind=obj.get("kind") or base.get("kind") or "", labels=labels, annotations=annotations,
         namespace_labels=snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
         priority=priority, priority_class=pc, pods=pods, gpus=gpus, total_gpus=total, fraction=fraction,
         gpu_memory=memory, gpu_product=product, gang=info.name or None, min_members=info.min_members,
@@ -162,8 +168,9 @@ def _build(obj, kind: str, snapshot, r: tuple, problems: list) -> Workload:
         family = group_family(obj.get("apiVersion") or "", kind)
         if family is not None:
             return _group_workload(obj, family, snapshot, {**_base(r), "kind": kind}, problems)
-        meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
-        labels, annotations = meta.get("labels") or EMPTY, meta.get("annotations") or EMPTY
+        meta = mapping(obj.get("metadata"), "metadata", problems)
+        labels = string_map(meta.get("labels"), "metadata.labels", problems)
+        annotations = string_map(meta.get("annotations"), "metadata.annotations", problems)
     else:
         labels = annotations = EMPTY
     return _bare(kind, obj if type(obj) is dict else None, snapshot, r, problems, labels, annotations)

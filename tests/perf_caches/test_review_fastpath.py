@@ -25,6 +25,15 @@ def _with(path: str, value):
     return doc
 
 
+def _delete():
+    doc = _with("request.operation", "DELETE")
+    doc["request"]["oldObject"], doc["request"]["object"] = doc["request"]["object"], None
+    return doc
+
+
+CONNECT = wrap_manifest({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"}},
+                        user="u", groups=["g"], operation="CONNECT")
+
 CASES = [
     {"name": "not an object", "body": [], "want_error": "AdmissionReview must be a JSON object"},
     {"name": "apiVersion", "body": _with("apiVersion", "v1"), "want_error": "apiVersion must be admission.k8s.io/v1, got 'v1'"},
@@ -46,7 +55,28 @@ CASES = [
     {"name": "subResource", "body": _with("request.subResource", 1), "want_error": "request.subResource must be a string"},
     {"name": "dryRun", "body": _with("request.dryRun", "yes"), "want_error": "request.dryRun must be a boolean"},
     {"name": "well formed", "body": GOOD, "want_error": None},
-    {"name": "no userInfo, null object", "body": _with("request.object", None), "want_error": None},
+    # A CREATE without its object cannot be decided: it used to pass and be allowed by silence.
+    {"name": "null object on CREATE", "body": _with("request.object", None),
+     "want_error": "request.object is null: a CREATE must carry the object it creates or updates"},
+    {"name": "empty object on CREATE", "body": _with("request.object", {}),
+     "want_error": "request.object is empty: a CREATE must carry the object it creates or updates"},
+    {"name": "no object on CREATE", "body": _with("request.object", KeyError),
+     "want_error": "request.object is missing: a CREATE must carry the object it creates or updates"},
+    {"name": "kind of another case", "body": _with("request.kind.kind", "pod"),
+     "want_error": "request.kind.kind 'pod' contradicts request.object.kind 'Pod'"},
+    {"name": "namespace contradicts the object", "body": _with("request.namespace", "default"),
+     "want_error": "request.namespace 'default' contradicts request.object.metadata.namespace 'a'"},
+    {"name": "object namespace a number", "body": _with("request.object.metadata.namespace", 3),
+     "want_error": "request.object.metadata.namespace must be a string, got number"},
+    {"name": "exec on a CREATE", "body": _with("request.subResource", "exec"),
+     "want_error": "request.subResource 'exec' belongs to CONNECT requests, but request.operation is 'CREATE'"},
+    {"name": "status on a CREATE", "body": _with("request.subResource", "status"),
+     "want_error": "request.subResource 'status' belongs to UPDATE requests, but request.operation is 'CREATE'"},
+    {"name": "CONNECT without a sub-resource", "body": _with("request.operation", "CONNECT"),
+     "want_error": "request.operation CONNECT needs a request.subResource (exec, attach, portforward, proxy)"},
+    {"name": "object namespace absent", "body": _with("request.object.metadata.namespace", KeyError), "want_error": None},
+    {"name": "DELETE with a null object", "body": _with("request.operation", "DELETE") and _delete(), "want_error": None},
+    {"name": "CONNECT pods/exec", "body": CONNECT, "want_error": None},
     {"name": "userInfo absent", "body": _with("request.userInfo", KeyError), "want_error": None},
 ]
 

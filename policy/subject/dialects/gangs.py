@@ -7,6 +7,7 @@ from typing import Mapping
 
 from policy.subject.model import PodSet, Problem
 
+from . import shape
 from .common import EMPTY, MALFORMED, whole_count
 
 # apiVersion group -> dialect family of a `PodGroup`
@@ -70,28 +71,38 @@ def _count(value, path: str, problems: list, minimum: int = 1) -> int | None:
 
 def _gang_min(policy, path: str, problems: list) -> int | None:
     """`gang.minCount` of an upstream scheduling policy (None for `basic`)."""
-    gang = policy.get("gang") if isinstance(policy, dict) else None
-    if not isinstance(gang, dict):
+    gang = shape.mapping(policy, path, problems).get("gang")
+    if gang is None:
         return None
-    return _count(gang.get("minCount"), f"{path}.gang.minCount", problems)
+    return _count(shape.mapping(gang, f"{path}.gang", problems).get("minCount"), f"{path}.gang.minCount", problems)
 
 
-def _topology_key(constraints) -> str | None:
+def _topology_key(constraints, path: str, problems: list) -> str | None:
     """`schedulingConstraints.topology[0].key` (one constraint allowed as of 1.36)."""
-    topo = constraints.get("topology") if isinstance(constraints, dict) else None
-    if isinstance(topo, list):
-        for t in topo:
-            if isinstance(t, dict) and isinstance(t.get("key"), str):
-                return t["key"]
+    topo = shape.mapping(constraints, path, problems).get("topology")
+    for i, t in enumerate(shape.items(topo, f"{path}.topology", problems)):
+        return _text(t.get("key"), f"{path}.topology[{i}].key", problems)
+    return None
+
+
+def _text(value, path: str, problems: list) -> str | None:
+    """A string field (a topology level or label key); anything else is a problem."""
+    if value is None or type(value) is str:
+        return value or None
+    problems.append(shape.wrong(path, "a string", value))
     return None
 
 
 def _min_gpus(spec: Mapping, problems: list) -> int | None:
     """Milli-GPU of `spec.minResources` (coscheduling, Volcano), when it names a GPU resource."""
     res = spec.get("minResources")
-    if not isinstance(res, dict):
+    if type(res) is not dict:
+        shape.mapping(res, "spec.minResources", problems)
         return None
     total = None
+    for key in res:
+        if not shape.valid_resource_name(key):
+            problems.append(shape.bad_resource_name(key, f"spec.minResources[{key}]"))
     for key in ("nvidia.com/gpu", "amd.com/gpu"):
         if key in res:
             try:
@@ -103,9 +114,9 @@ def _min_gpus(spec: Mapping, problems: list) -> int | None:
 
 def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     """A group object of `family` as a GroupInfo; bad fields become problems, never exceptions."""
-    meta = obj.get("metadata") or EMPTY
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else EMPTY
     problems: list[Problem] = []
+    meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY  # reported by normalization
+    spec = shape.mapping(obj.get("spec"), "spec", problems)
     ns = meta.get("namespace") or "default"
     name = meta.get("name") or ""
     kind = obj.get("kind") or ""
@@ -116,57 +127,50 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
         minimum = _count(spec.get("minMember"), "spec.minMember", problems)
         min_gpus = _min_gpus(spec, problems)
         if family == "kai":
-            tc = spec.get("topologyConstraint")
-            if isinstance(tc, dict):
-                required = tc.get("requiredTopologyLevel") or None
-                preferred = tc.get("preferredTopologyLevel") or None
-            for i, sg in enumerate(spec.get("subGroups") or ()):
-                if isinstance(sg, dict):
-                    n = _count(sg.get("minMember"), f"spec.subGroups[{i}].minMember", problems)
-                    pod_sets.append(PodSet(str(sg.get("name") or i), n or 0, 0))
+            tc = shape.mapping(spec.get("topologyConstraint"), "spec.topologyConstraint", problems)
+            required = _text(tc.get("requiredTopologyLevel"), "spec.topologyConstraint.requiredTopologyLevel", problems)
+            preferred = _text(tc.get("preferredTopologyLevel"), "spec.topologyConstraint.preferredTopologyLevel", problems)
+            for i, sg in enumerate(shape.items(spec.get("subGroups"), "spec.subGroups", problems)):
+                n = _count(sg.get("minMember"), f"spec.subGroups[{i}].minMember", problems)
+                pod_sets.append(PodSet(str(sg.get("name") or i), n or 0, 0))
         elif family == "volcano":
-            for task, n in (spec.get("minTaskMember") or EMPTY).items():
+            for task, n in shape.mapping(spec.get("minTaskMember"), "spec.minTaskMember", problems).items():
                 c = _count(n, f"spec.minTaskMember[{task}]", problems, 0)
                 pod_sets.append(PodSet(str(task), c or 0, 0))
     elif family == "podgroup":
         minimum = _gang_min(spec.get("schedulingPolicy"), "spec.schedulingPolicy", problems)
-        required = _topology_key(spec.get("schedulingConstraints"))
+        required = _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints", problems)
     elif family == "workload":
         # v1alpha1: spec.podGroups[].policy; v1alpha2+: spec.podGroupTemplates[].schedulingPolicy
-        groups = spec.get("podGroupTemplates") or spec.get("podGroups") or ()
         key = "podGroupTemplates" if spec.get("podGroupTemplates") else "podGroups"
+        groups = shape.items(spec.get(key), f"spec.{key}", problems)
         total = 0
         for i, g in enumerate(groups):
-            if not isinstance(g, dict):
-                continue
             path = f"spec.{key}[{i}]"
             pol = g.get("schedulingPolicy") if "schedulingPolicy" in g else g.get("policy")
             n = _gang_min(pol, f"{path}.{'schedulingPolicy' if 'schedulingPolicy' in g else 'policy'}", problems)
             pod_sets.append(PodSet(str(g.get("name") or i), n or 0, 0))
             total += n or 0
-            required = required or _topology_key(g.get("schedulingConstraints"))
+            required = required or _topology_key(g.get("schedulingConstraints"), f"{path}.schedulingConstraints", problems)
         minimum = total or None
     elif family == "kueue":
         total = 0
         min_gpus = 0
-        for i, ps in enumerate(spec.get("podSets") or ()):
-            if not isinstance(ps, dict):
-                continue
+        for i, ps in enumerate(shape.items(spec.get("podSets"), "spec.podSets", problems)):
             path = f"spec.podSets[{i}]"
             count = _count(ps.get("count", 1), f"{path}.count", problems, 0) or 0
             least = _count(ps.get("minCount"), f"{path}.minCount", problems, 0)
             gpus = fraction = memory = product = None
-            tmpl = ps.get("template")
-            if pod_demand is not None and isinstance(tmpl, dict):
+            tmpl = shape.mapping(ps.get("template"), f"{path}.template", problems) or None
+            if pod_demand is not None and tmpl is not None:
                 d = pod_demand({"metadata": tmpl.get("metadata") or {"namespace": ns}, "spec": tmpl.get("spec") or {}})
                 gpus, fraction, memory, product = d.gpus, d.fraction, d.gpu_memory, d.gpu_product
             pod_sets.append(PodSet(str(ps.get("name") or i), count, gpus or 0, fraction, memory, product, least))
             total += least if least is not None else count
             min_gpus += (least if least is not None else count) * (gpus or 0)
-            tr = ps.get("topologyRequest")
-            if isinstance(tr, dict):
-                required = required or tr.get("required") or None
-                preferred = preferred or tr.get("preferred") or None
+            tr = shape.mapping(ps.get("topologyRequest"), f"{path}.topologyRequest", problems)
+            required = required or _text(tr.get("required"), f"{path}.topologyRequest.required", problems)
+            preferred = preferred or _text(tr.get("preferred"), f"{path}.topologyRequest.preferred", problems)
         minimum = total or None
     return GroupInfo(family, kind, ns, name, minimum, required, preferred, tuple(pod_sets), min_gpus, tuple(problems), obj)
 

@@ -34,8 +34,11 @@ CASES = [
     Case("whole int value", pod(containers=[container(limits={"nvidia.com/gpu": 4})]), 4000),
     Case("requests only", pod(containers=[container(requests={"nvidia.com/gpu": "1"})]), 1000),
     Case("request wins over limit", pod(containers=[container(limits={"nvidia.com/gpu": "2"}, requests={"nvidia.com/gpu": "2"})]), 2000),
-    Case("request overrides one of two limits", pod(containers=[container(limits={"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50"},
-                                                                          requests={"nvidia.com/gpu": "1"})]), 500, 500),
+    # Kubernetes requires requests == limits for extended resources: a request below its limit is malformed.
+    Case("request contradicting its limit is malformed", pod(containers=[container(limits={"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50"},
+                                                                                 requests={"nvidia.com/gpu": "1"})]), 500, 500,
+         want_problems=["MalformedResourceRequests"]),
+    Case("request equal to its limit in another spelling", pod(containers=[container(limits={"nvidia.com/gpu": 2}, requests={"nvidia.com/gpu": "2"})]), 2000),
     Case("requests name two keys", pod(containers=[container(requests={"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20"})]), 200, 200),
     Case("same key in both tables", pod(containers=[container(limits={"nvidia.com/gpu": "3"}, requests={"nvidia.com/gpu": "3"})]), 3000),
     Case("two containers add", pod(containers=[gpu_container("1"), gpu_container("3")]), 4000),
