@@ -122,21 +122,37 @@ class Engine:
                 _SETATTR(w, "agent", True)
         return w
 
-    def decide(self, request: dict, snapshot, now: float, *, mutate: bool = False, reserve: bool = True) -> Decision:
+    def decide(self, request: dict, snapshot, now: float, *, mutate: bool = False, reserve: bool = True,
+               problems: tuple = ()) -> Decision:
         """Decide one AdmissionReview v1 `request` against `snapshot` at time `now`.
 
         On the validating side (`mutate=False`) an admitted, non-dryRun pod CREATE
         reserves its quota charge until the snapshot shows the pod; `reserve=False`
-        (offline evaluation, tests) never reserves.
+        (offline evaluation, tests) never reserves. `problems` are what the caller saw
+        in the raw bytes (duplicate keys): denied like normalization's own.
         """
-        w = self.enrich(normalize(request, snapshot))
+        w = self._subject(request, snapshot)
+        if problems:
+            _SETATTR(w, "problems", (*w.problems, *problems))
         ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))
         ctx.may_reserve = reserve
         return self._run(ctx, reserve=reserve)
 
+    def _subject(self, request: dict, snapshot):
+        """The enriched subject of a request; a requester without a username is judged by the agents blocks.
+
+        The API server always names the user (`system:anonymous` at least), so a missing
+        username is an identity that cannot be established: where agents blocks judge by
+        identity, such a request must not pass as an ordinary user (policy/blocks/agents.py denies it).
+        """
+        w = self.enrich(normalize(request, snapshot))
+        if not w.user and not w.agent and self._identity is not None:
+            _SETATTR(w, "agent", True)
+        return w
+
     def explain(self, request: dict, snapshot, now: float, *, mutate: bool = False):
         """(Decision, trace, workload): the trace lists (block, location, text) of every step."""
-        w = self.enrich(normalize(request, snapshot))
+        w = self._subject(request, snapshot)
         ctx = Context(w, snapshot, now, mutate, explain=True, state=self.state_for(snapshot))
         ctx.may_reserve = False
         return self._run(ctx, reserve=False), ctx.trace, w

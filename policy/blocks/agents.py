@@ -11,7 +11,9 @@ A block governs a request when
     label `allot.dev/agent: "true"`, or any label in an `agents.*` domain
     (`agents.acme.io/state`, `agents.x-k8s.io/sandbox`, ...).
 A governed request is denied unless an `allow` matches its operation, resource and
-`when`; a matching `deny` wins over any allow.
+`when`; a matching `deny` wins over any allow. A request without a username (the API
+server always sends one) is denied by every block with an `identity` (`UnknownIdentity`):
+an identity that cannot be established is not an ordinary user.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lang import ir
 from policy.context import Context, where
 
 AGENT_LABEL = "allot.dev/agent"
+UNKNOWN_IDENTITY = "UnknownIdentity"
 _LABEL_GOVERNED_OPS = frozenset({"CREATE", "UPDATE"})
 
 
@@ -73,11 +76,18 @@ def make_check(block: ir.Agents, identity, compile_when, compile_message, mode: 
         w = ctx.w
         if not w.agent:  # the engine set `agent` from every identity and the labels: nothing to govern
             return
+        op, resource = w.operation, resource_of(w)
+        if identity is not None and not w.user:
+            # No username: whether the identity matches cannot be told, so no allow may vouch for it.
+            ctx.blocks.append(block_id)
+            data = {"operation": op, "resource": resource, "user": None}
+            text = f"{block.name}: {op} {resource} by a requester without a username (request.userInfo.username missing or null)"
+            ctx.find(UNKNOWN_IDENTITY, block_id, location, f"{text}: the identity cannot be established, so it is denied", mode, data)
+            return
         governed, why = governs(w)
         if not governed:
             return
         ctx.blocks.append(block_id)
-        op, resource = w.operation, resource_of(w)
         for when, message, loc in denies:
             if when is None or when(w):
                 text = message(w) or "denied for agents"

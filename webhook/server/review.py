@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from policy.decision import Decision, Reason
+from webhook.duplicates import duplicate_problem
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING = 120  # characters; the API server truncates or drops longer ones
@@ -45,6 +46,7 @@ class Review:
     dry_run: bool
     raw: dict
     parsed: Any
+    problems: tuple = ()  # what the bytes showed and the decoded request cannot (duplicate keys)
 
 
 def decode(body: bytes, state) -> Review:
@@ -75,6 +77,7 @@ def decode(body: bytes, state) -> Review:
         raise BadReview(400, "InvalidRequest", str(exc)[:500], uid) from None
     except Exception as exc:  # noqa: BLE001 - a parser bug, not bad input: answered by the failure decision
         parsed = _Unparsed(exc)
+    dup = duplicate_problem(body, req)
     kind = req.get("kind")
     return Review(
         uid=uid,
@@ -85,6 +88,7 @@ def decode(body: bytes, state) -> Review:
         dry_run=req.get("dryRun") is True,
         raw=req,
         parsed=parsed,
+        problems=(dup,) if dup is not None else (),
     )
 
 
@@ -95,6 +99,8 @@ def decide(review: Review, *, mutate: bool, state, now: float) -> Decision:
         raise NoEngine("no policy set is loaded")
     if isinstance(review.parsed, _Unparsed):
         raise review.parsed.error
+    if review.problems:
+        return engine.decide(review.parsed, state.snapshot, now, mutate=mutate, problems=review.problems)
     return engine.decide(review.parsed, state.snapshot, now, mutate=mutate)
 
 

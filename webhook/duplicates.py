@@ -1,0 +1,119 @@
+"""Duplicate JSON keys in a review's GPU resource maps: orjson keeps the last value, silently.
+
+`{"nvidia.com/gpu": "64", "nvidia.com/gpu": "0"}` would be read as 0 GPUs. A full
+duplicate-aware parse costs several times orjson's, so it runs only when a cheap
+count says it may find something: the raw body's GPU-prefixed keys (`"nvidia.com/…":`,
+whitespace before the colon included) are counted and compared with the keys the
+decoded request holds where Allot reads them (container limits and requests, labels,
+annotations, nodeSelector, minResources). Any difference, or a JSON escape that could
+spell a key another way (`\\/`, `\\u`), sends the body through the exact scan.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from policy.subject.dialects.shape import DUPLICATE_KEY
+from policy.subject.model import Problem
+
+_KEY = re.compile(rb'"(?:nvidia|amd)\.com/[^"\\]*"\s*:')
+_PREFIXES = ("nvidia.com/", "amd.com/")
+
+
+def duplicate_problem(body: bytes, req: dict) -> Problem | None:
+    """A `MalformedDuplicateKey` problem naming the first duplicated key and its path, or None."""
+    escaped = b"\\/" in body or b"\\u" in body
+    raw = len(_KEY.findall(body))
+    if not escaped and (raw == 0 or raw == _known(req)):
+        return None
+    return _scan(body)
+
+
+def _prefixed(m) -> int:
+    if type(m) is not dict:
+        return 0
+    n = 0
+    for k in m:
+        if k.startswith(_PREFIXES):
+            n += 1
+    return n
+
+
+def _known(req: dict) -> int:
+    """GPU-prefixed keys of the decoded object and oldObject, in the maps the count looks for."""
+    n = 0
+    for name in ("object", "oldObject"):
+        obj = req.get(name)
+        if type(obj) is not dict:
+            continue
+        meta = obj.get("metadata")
+        if type(meta) is dict:
+            n += _prefixed(meta.get("labels")) + _prefixed(meta.get("annotations"))
+        spec = obj.get("spec")
+        if type(spec) is not dict:
+            continue
+        n += _prefixed(spec.get("nodeSelector")) + _prefixed(spec.get("minResources"))
+        for key in ("containers", "initContainers"):
+            cs = spec.get(key)
+            if type(cs) is list:
+                for c in cs:
+                    res = c.get("resources") if type(c) is dict else None
+                    if type(res) is dict:
+                        n += _prefixed(res.get("limits")) + _prefixed(res.get("requests"))
+    return n
+
+
+class _Dups(dict):
+    """A decoded JSON object that had a key twice; `dups` holds (key, first value, last value)."""
+
+    dups: list
+
+
+def _pairs(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    seen: dict = {}
+    marked = _Dups(out)
+    marked.dups = []
+    for k, v in pairs:
+        if k in seen:
+            marked.dups.append((k, seen[k], v))
+        else:
+            seen[k] = v
+    return marked
+
+
+def _scan(body: bytes) -> Problem | None:
+    """The exact, slow check: a duplicate-aware parse, then the path of the first object with a repeated key."""
+    try:
+        doc = json.loads(body, object_pairs_hook=_pairs)
+    except RecursionError:
+        return Problem(DUPLICATE_KEY, "request: nested too deeply to check for duplicate keys")
+    except ValueError:
+        return None  # orjson accepted what json refuses: nothing more to say than the decoded request
+    found = _first(doc, "")
+    if found is None:
+        return None
+    path, (key, first, last) = found
+    return Problem(DUPLICATE_KEY, f"{path or '(top)'}: key {key!r} appears twice ({_short(first)}, then {_short(last)}); "
+                   "which one the sender meant cannot be told")
+
+
+def _first(value, path: str):
+    stack = [(value, path)]
+    while stack:
+        v, p = stack.pop()
+        if isinstance(v, dict):
+            if type(v) is _Dups:
+                return p.lstrip("."), v.dups[0]
+            stack.extend((x, f"{p}.{k}") for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((x, f"{p}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 30 else text[:27] + "..."
