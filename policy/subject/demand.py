@@ -90,13 +90,12 @@ def _whole_fast(value) -> int | None:
 def _container(c, where: str, index: int, env: list, problems: list) -> tuple[int, int | None, int | None] | None:
     """(milli-GPU, memory bytes or None, shared milli or None) of one container, None when it asks no GPU."""
     res = c.get("resources")
-    if not res:
+    if type(res) is not dict:  # `""` or `[]` is not an absent field: only null is
+        if res is not None:
+            problems.append(shape.wrong(f"spec.{where}[{index}].resources", "an object", res))
         return None
-    if type(res) is not dict:
-        problems.append(shape.wrong(f"spec.{where}[{index}].resources", "an object", res))
-        return None
-    requests = res.get("requests") or EMPTY
-    limits = res.get("limits") or EMPTY
+    requests = res.get("requests")
+    limits = res.get("limits")
     if type(requests) is not dict or type(limits) is not dict:
         requests = shape.mapping(requests, f"spec.{where}[{index}].resources.requests", problems)
         limits = shape.mapping(limits, f"spec.{where}[{index}].resources.limits", problems)
@@ -170,8 +169,8 @@ def read_demand(pod: Mapping, snapshot=None) -> tuple[PodSet, list[Problem]]:
 
 def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
     problems: list[Problem] = []
-    meta = pod.get("metadata") or EMPTY
-    spec = pod.get("spec") or EMPTY
+    meta = pod.get("metadata")
+    spec = pod.get("spec")
     if type(meta) is not dict or type(spec) is not dict:
         meta = shape.mapping(meta, "metadata", problems)
         spec = shape.mapping(spec, "spec", problems)
@@ -196,9 +195,9 @@ def _read_demand(pod: Mapping, snapshot) -> tuple[PodSet, list[Problem]]:
             if got[2] is not None:
                 share = got[2] if share is None else max(share, got[2])
     inits = spec.get("initContainers")
+    if type(inits) is not list and inits is not None:
+        inits = shape.items(inits, "spec.initContainers", problems)
     if inits:
-        if type(inits) is not list:
-            inits = shape.items(inits, "spec.initContainers", problems)
         init_peak = 0
         for i, c in enumerate(inits):
             got = _container(c, "initContainers", i, env, problems) if type(c) is dict else _not_object(c, f"spec.initContainers[{i}]", problems)

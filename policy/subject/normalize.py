@@ -8,7 +8,7 @@ from policy.subject.demand import pod_demand, read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
 from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
 from policy.subject.dialects.security import escalations
-from policy.subject.dialects.shape import mapping, string_map
+from policy.subject.dialects.shape import mapping, string_map, wrong
 from policy.subject.dialects.topology import pod_topology
 from policy.subject.model import Problem, Workload, make_workload
 
@@ -36,7 +36,12 @@ def service_account(user: str | None) -> str | None:
 
 def _priority(spec: Mapping, snapshot, problems: list, pod: bool = True) -> tuple[int | None, str | None]:
     """(value, class): spec.priority as set by the Priority admission plugin, else the class's value."""
-    pc = spec.get("priorityClassName") or None
+    pc = spec.get("priorityClassName")
+    if type(pc) is not str:
+        if pc is not None:
+            problems.append(wrong("spec.priorityClassName", "a string", pc))
+        pc = None
+    pc = pc or None
     value = spec.get("priority")
     if type(value) is int:
         return value, pc
@@ -81,8 +86,8 @@ def _pod_gang(ref: tuple, annotations: Mapping, ns: str, snapshot, problems: lis
 
 def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
     """A Pod's subject; `r` = (operation, name, namespace, user, groups, serviceaccount, resource, sub, uid, dry_run, old)."""
-    meta = obj.get("metadata") or EMPTY
-    spec = obj.get("spec") or EMPTY
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
     if type(meta) is not dict or type(spec) is not dict:  # reported by read_demand
         meta = meta if type(meta) is dict else EMPTY
         spec = spec if type(spec) is dict else EMPTY
@@ -101,10 +106,12 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
         required = required or g_required
         preferred = preferred or g_preferred
     # priority: spec.priority as the API server's Priority admission set it, else the class's value
-    pc = spec.get("priorityClassName") or None
+    pc = spec.get("priorityClassName")
     priority = spec.get("priority")
-    if type(priority) is not int:
+    if type(priority) is not int or (pc is not None and type(pc) is not str):
         priority, pc = _priority(spec, snapshot, problems)
+    else:
+        pc = pc or None
     privileged, host_path, host_network = escalations(spec, problems)
     gpus = podset.gpus
     # Positional, in `Workload` field order (see tests/policy/normalize/test_request.py): keyword
@@ -165,7 +172,12 @@ def _build(obj, kind: str, snapshot, r: tuple, problems: list) -> Workload:
     if type(obj) is dict:
         if kind == "Pod":
             return _pod_workload(obj, snapshot, r, problems)
-        family = group_family(obj.get("apiVersion") or "", kind)
+        api = obj.get("apiVersion")
+        if type(api) is not str:  # a group object without a readable apiVersion must not pass as an unknown kind
+            if api is not None:
+                problems.append(wrong("apiVersion", "a string", api))
+            api = ""
+        family = group_family(api, kind)
         if family is not None:
             return _group_workload(obj, family, snapshot, {**_base(r), "kind": kind}, problems)
         meta = mapping(obj.get("metadata"), "metadata", problems)

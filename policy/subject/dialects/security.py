@@ -19,7 +19,7 @@ def escalations(spec: Mapping, problems: list | None = None) -> tuple[bool, bool
     privileged = host_path = False
     for key in _LISTS:
         cs = spec.get(key)
-        if cs:
+        if cs is not None:
             if type(cs) is not list:
                 if key == "ephemeralContainers":
                     shape.items(cs, f"spec.{key}", sink)
@@ -30,7 +30,7 @@ def escalations(spec: Mapping, problems: list | None = None) -> tuple[bool, bool
                         sink.append(shape.wrong(f"spec.{key}[{i}]", "an object", c))
                     continue
                 sc = c.get("securityContext")
-                if sc:
+                if sc is not None:
                     if type(sc) is not dict:
                         sink.append(shape.wrong(f"spec.{key}[{i}].securityContext", "an object", sc))
                         continue
@@ -38,7 +38,7 @@ def escalations(spec: Mapping, problems: list | None = None) -> tuple[bool, bool
                     if p is True or (p is not None and p is not False and shape.flag(p, f"spec.{key}[{i}].securityContext.privileged", sink)):
                         privileged = True
     volumes = spec.get("volumes")
-    if volumes:
+    if volumes is not None:
         for i, v in enumerate(shape.items(volumes, "spec.volumes", sink) if type(volumes) is not list else volumes):
             if type(v) is not dict:
                 sink.append(shape.wrong(f"spec.volumes[{i}]", "an object", v))
