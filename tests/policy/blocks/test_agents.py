@@ -104,3 +104,24 @@ def test_agent_field_is_filled():
     assert engine.enrich(normalize(req, ClusterSnapshot())).agent is True
     req = wrap_manifest(pod("a", "x"), user="alice", groups=[], operation="CREATE")["request"]
     assert engine.enrich(normalize(req, ClusterSnapshot())).agent is False
+
+
+@pytest.mark.parametrize("user_info", [None, {}, {"username": None, "groups": []}, {"username": "", "groups": ["acme:agents"]}],
+                         ids=["userInfo omitted", "userInfo empty", "username null", "username empty"])
+@pytest.mark.parametrize("op", ["CONNECT", "CREATE", "DELETE"])
+def test_a_requester_without_a_username_is_not_an_ordinary_user(user_info, op):
+    obj = pod("a", "agents-sandbox")
+    req = wrap_manifest(obj, user="x", groups=[], operation=op)["request"]
+    if user_info is None:
+        del req["userInfo"]
+    else:
+        req["userInfo"] = user_info
+    d = Engine(policy(agents=[BLOCK])).decide(req, ClusterSnapshot.from_objects([obj]), 0.0)
+    assert not d.allowed and [r.code for r in d.denials] == ["UnknownIdentity"]
+    assert "without a username" in d.denials[0].message and "agents agents" in d.blocks
+
+
+def test_without_agents_blocks_a_missing_username_is_not_judged_by_identity():
+    req = wrap_manifest(pod("a", "team-a"), user="x", groups=[], operation="CREATE")["request"]
+    del req["userInfo"]
+    assert Engine(policy()).decide(req, ClusterSnapshot(), 0.0).allowed
