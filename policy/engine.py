@@ -131,7 +131,9 @@ class Engine:
         (offline evaluation, tests) never reserves. `problems` are what the caller saw
         in the raw bytes (duplicate keys): denied like normalization's own.
         """
-        w = self._subject(request, snapshot)
+        w = self.enrich(normalize(request, snapshot))
+        if not w.user and self._identity is not None and not w.agent:  # inlined _subject: the hot path
+            _SETATTR(w, "agent", True)
         if problems:
             _SETATTR(w, "problems", (*w.problems, *problems))
         ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))

@@ -96,9 +96,10 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
         return None
     requests = res.get("requests")
     limits = res.get("limits")
-    if type(requests) is not dict or type(limits) is not dict:
-        requests = shape.mapping(requests, f"spec.{where}[{index}].resources.requests", problems)
-        limits = shape.mapping(limits, f"spec.{where}[{index}].resources.limits", problems)
+    if type(requests) is not dict:  # absent is the common case: no path formatted for it
+        requests = EMPTY if requests is None else shape.mapping(requests, f"spec.{where}[{index}].resources.requests", problems)
+    if type(limits) is not dict:
+        limits = EMPTY if limits is None else shape.mapping(limits, f"spec.{where}[{index}].resources.limits", problems)
     # One pass per table: GPU-looking keys only. Limits imply requests for extended
     # resources; an explicit request must equal the limit (API validation), and every
     # name must be one the API server accepts. The usual pod names one whole-GPU key: no dict then.

@@ -95,8 +95,23 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
     podset, demand_problems = read_demand(obj, snapshot)
     if demand_problems:
         problems.extend(demand_problems)
-    labels = string_map(meta.get("labels"), "metadata.labels", problems)
-    annotations = string_map(meta.get("annotations"), "metadata.annotations", problems)
+    # Inline loops, not a call per map: this runs on every request (string_map words the problem).
+    labels = meta.get("labels")
+    if type(labels) is not dict:
+        labels = string_map(labels, "metadata.labels", problems)
+    else:
+        for v in labels.values():
+            if type(v) is not str:
+                labels = string_map(labels, "metadata.labels", problems)
+                break
+    annotations = meta.get("annotations")
+    if type(annotations) is not dict:
+        annotations = string_map(annotations, "metadata.annotations", problems)
+    else:
+        for v in annotations.values():
+            if type(v) is not str:
+                annotations = string_map(annotations, "metadata.annotations", problems)
+                break
     required = preferred = gang = minimum = None
     if annotations:
         required, preferred = pod_topology(annotations)
