@@ -16,6 +16,7 @@ __all__ = ["normalize", "normalize_object", "pod_demand", "read_demand", "servic
 
 _SA_PREFIX = "system:serviceaccount:"
 _CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
+_WITH_OBJECT = frozenset({"CREATE", "UPDATE"})
 _FAMILY_NAMES = {
     "coscheduling": "coscheduling PodGroup",
     "volcano": "Volcano PodGroup",
@@ -236,9 +237,16 @@ def normalize(request: Mapping, snapshot) -> Workload:
     ns = request.get("namespace") or None
     name = request.get("name") or None
     problems: list[Problem] = []
-    if obj is None and operation == "DELETE":
-        obj = old
-    if res_name == "pods" and (sub in _CONNECT_SUBRESOURCES or obj is None):
+    missing = False
+    if obj is None:
+        if operation == "DELETE":
+            obj = old
+        elif operation in _WITH_OBJECT and not sub:
+            # The webhook answers this 400 (policy/envelope.py); a caller that skipped the envelope
+            # parser must not get the live pod of that name judged instead, nor an empty subject allowed.
+            problems.append(Problem(BAD_OBJECT, f"request.object is missing: a {operation} must carry the object it creates or updates"))
+            missing = True
+    if not missing and res_name == "pods" and (sub in _CONNECT_SUBRESOURCES or obj is None):
         # CONNECT carries PodExecOptions (or nothing): the subject is the live pod, when known.
         kind = "Pod"
         obj = snapshot.pod(ns or "default", name) if snapshot is not None and name else None
