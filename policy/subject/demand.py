@@ -164,7 +164,7 @@ def read_demand(pod: Mapping, snapshot=None) -> tuple[PodSet, list[Problem]]:
         # A field of an unexpected JSON type (e.g. `spec: true`): count nothing, say why.
         meta = pod.get("metadata") if type(pod.get("metadata")) is dict else EMPTY
         name = meta.get("name") if type(meta.get("name")) is str else ""
-        why = Problem(MALFORMED_OBJECT, f"pod {name or '?'}: a field has an unexpected type ({type(exc).__name__}: {exc})")
+        why = shape.locate(pod) or Problem(MALFORMED_OBJECT, f"pod {name or '?'}: a field has an unexpected type ({type(exc).__name__}: {exc})")
         return make_podset(name, 1, 0, None, None, None), [why]
 
 

@@ -8,7 +8,7 @@ from policy.subject.demand import pod_demand, read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
 from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
 from policy.subject.dialects.security import escalations
-from policy.subject.dialects.shape import mapping, string_map, wrong
+from policy.subject.dialects.shape import locate, mapping, string_map, wrong
 from policy.subject.dialects.topology import pod_topology
 from policy.subject.model import Problem, Workload, make_workload
 
@@ -273,6 +273,9 @@ def normalize(request: Mapping, snapshot) -> Workload:
 
 
 def _shape_problem(obj: dict, exc: Exception) -> Problem:
+    located = locate(obj) if obj.get("kind") == "Pod" else None
+    if located is not None:
+        return located
     meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
     who = f"{meta.get('namespace') or ''}/{meta.get('name') or meta.get('generateName') or '?'}".lstrip("/")
     return Problem(BAD_OBJECT, f"{obj.get('kind') or 'object'} {who}: a field has an unexpected type ({type(exc).__name__}: {exc})")

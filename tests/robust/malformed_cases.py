@@ -55,6 +55,14 @@ def _pod(name, namespace, gpus, labels, *, privileged=False, priority_class="bat
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+def _pinned(pod: dict) -> dict:
+    """The pod asking its GPU model twice over: a nodeSelector and a required node affinity (the product readers)."""
+    product = {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}
+    pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [product]}]}}}
+    return pod
+
+
 def bases() -> dict[str, dict]:
     """Reviews the library denies, each for a different reason (quota, tier rule, agents, escalation, label rule)."""
     group = {
@@ -64,7 +72,7 @@ def bases() -> dict[str, dict]:
     }
     exec_options = {"apiVersion": "v1", "kind": "PodExecOptions", "stdin": True, "tty": True, "container": "main", "command": ["sh"]}
     return {
-        "quota: 64 GPUs in team-a": _review(_pod("big", "team-a", "64", {"team": "team-a"})),
+        "quota: 64 GPUs in team-a": _review(_pinned(_pod("big", "team-a", "64", {"team": "team-a"}))),
         "tier rule: a 128-GPU batch PodGroup": _review(
             group, kind="PodGroup", group="scheduling.x-k8s.io", version="v1alpha1", resource="podgroups", namespace="train"),
         "agents: exec into a sandbox pod": _review(

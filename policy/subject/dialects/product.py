@@ -42,6 +42,8 @@ def read_product(pod: Mapping, spec: Mapping, annotations: Mapping, snapshot) ->
         value = selector.get(PRODUCT_LABEL)
         if isinstance(value, str) and value:
             return value
+        if value is not None and type(value) is not str:  # not a model to read as "none": the backstop names the field
+            raise TypeError(f"nodeSelector[{PRODUCT_LABEL}] is not a string")
     if spec.get("affinity"):
         values = affinity_products(spec)
         if values:

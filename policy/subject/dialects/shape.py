@@ -128,3 +128,53 @@ def bad_resource_name(key: object, path: str) -> Problem:
     """The problem of an invalid resource name, with the fix when only the case is wrong."""
     hint = f"; did you mean {key.lower()!r}?" if type(key) is str and valid_resource_name(key.lower()) else ""
     return Problem(BAD_RESOURCE_NAME, f"{path}: {key!r} is not a valid resource name (lowercase domain prefix, as the API server requires){hint}")
+
+
+def _walk(value, path: str, want: tuple) -> Problem | None:
+    """The first value along `want` (("object"|"list"|"string"|"strings", key)...) of the wrong type."""
+    for i, (expected, key) in enumerate(want):
+        if value is None:
+            return None
+        if expected == "list":
+            if type(value) is not list:
+                return wrong(path, "a list", value)
+            for j, item in enumerate(value):
+                found = _walk(item, f"{path}[{j}]", want[i + 1:])
+                if found is not None:
+                    return found
+            return None
+        if expected == "strings":
+            problems: list = []
+            string_map(value, path, problems)
+            return problems[0] if problems else None
+        if type(value) is not dict:
+            return wrong(path, "an object", value)
+        if key is None:
+            return None
+        value, path = value.get(key), f"{path}.{key}"
+    return None
+
+
+_OBJ, _LIST = "object", "list"
+_POD_FIELDS = (  # fields the product, gang and DRA readers follow, for the message of a reader that raised
+    ("spec", ((_OBJ, "nodeSelector"), ("strings", None))),
+    ("spec", ((_OBJ, "affinity"), (_OBJ, "nodeAffinity"), (_OBJ, "requiredDuringSchedulingIgnoredDuringExecution"),
+              (_OBJ, "nodeSelectorTerms"), (_LIST, None), (_OBJ, "matchExpressions"), (_LIST, None), (_OBJ, None))),
+    ("spec", ((_OBJ, "resourceClaims"), (_LIST, None), (_OBJ, None))),
+    ("spec", ((_OBJ, "schedulingGroup"), (_OBJ, None))),
+    ("spec", ((_OBJ, "workloadRef"), (_OBJ, None))),
+    ("status", ((_OBJ, "resourceClaimStatuses"), (_LIST, None), (_OBJ, None))),
+)
+
+
+def locate(obj: Mapping) -> Problem | None:
+    """The first mis-typed field among those the pod readers follow (slow; only after a reader raised)."""
+    for top, want in _POD_FIELDS:
+        found = _walk(obj.get(top), top, want)
+        if found is not None:
+            return found
+    spec = obj.get("spec") if type(obj.get("spec")) is dict else EMPTY
+    node = spec.get("nodeName")
+    if node is not None and type(node) is not str:
+        return wrong("spec.nodeName", "a string", node)
+    return None

@@ -87,3 +87,17 @@ def test_wrong_shapes_are_located_problems(case):
 ])
 def test_resource_names_follow_the_api_validation(name, want):
     assert valid_resource_name(name) is want
+
+
+@pytest.mark.parametrize("field,value,want", [
+    ("nodeSelector", ["nvidia.com/gpu.product"], "spec.nodeSelector: expected an object of strings, got list"),
+    ("nodeSelector", {"nvidia.com/gpu.product": 3}, "spec.nodeSelector[nvidia.com/gpu.product]: expected a string, got number"),
+    ("affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": {"a": 1}}}},
+     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: expected a list"),
+    ("affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": ["x"]}]}}},
+     "nodeSelectorTerms[0].matchExpressions[0]: expected an object, got string"),
+    ("nodeName", ["n1"], "spec.nodeName: expected a string, got list"),
+])
+def test_a_reader_that_raises_still_names_the_field(field, value, want):
+    w = normalize(request(pod("p", "team-a", gpus="4", **{field: value})), snapshot())
+    assert w.problems and w.problems[0].code == "MalformedObject" and want in w.problems[0].message, w.problems
