@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from policy.decision import Decision, Reason
-from webhook.duplicates import duplicate_problem
+from webhook.server.duplicates import duplicate_problem
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING = 120  # characters; the API server truncates or drops longer ones

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-import webhook.duplicates as duplicates
+from webhook.server import duplicates
 from tests.webhook.wh_harness import pod, review
 
 
