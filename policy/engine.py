@@ -24,7 +24,8 @@ from policy.weaksub import subscribe_weakly
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
 # Normalization problems that only warn: a pod created a moment before its group object is normal.
-WARN_PROBLEMS = frozenset({"MissingGroup"})
+# HAMi clamps gpucores above 100 to 100 and places the pod: Allot counts it so and only warns.
+WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores"})
 _SETATTR = object.__setattr__
 
 

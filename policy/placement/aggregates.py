@@ -74,10 +74,93 @@ class Buckets:
         return next(iter(self.by_cap[self.order[-1]])) if self.order else None
 
 
+RES_CLASSES = 64  # bit lengths of "free per device with room" (free cpu, memory, pods are all < 2**63)
+
+
+def resource_classes(node: NodeState) -> tuple[int, int, int, int, int, int]:
+    """Classes of an eligible node: (cpu, memory, pod slots) free per device with room, then the same free in all.
+
+    A class is a bit length: class c means at least 2**(c-1) free (0: nothing), below 2**c.
+    The first three bound a domain from below — when its lowest classes admit a shape's
+    cpu, memory and pod per pod, those never run out before GPUs on any of its nodes, and
+    its GPU capacity is exact. The last three bound it from above — when its highest
+    class is below what one pod asks, no node of it takes one. A node with no device with
+    room takes no pod whatever its cpu: top per-device classes, bottom absolute ones.
+    """
+    spec = node.spec
+    shared = node.shared
+    free = spec.gpus - node.whole_used
+    devices = free if not shared else max(0, free - len(shared)) + len(shared)
+    if devices <= 0:
+        return _NO_ROOM
+    cpu = spec.cpu - node.cpu_used
+    ram = spec.ram - node.ram_used
+    pods = spec.pods - len(node.allocs)
+    if cpu < 0:
+        cpu = 0
+    if ram < 0:
+        ram = 0
+    if pods < 0:
+        pods = 0
+    return ((cpu // devices).bit_length(), (ram // devices).bit_length(), (pods // devices).bit_length(),
+            cpu.bit_length(), ram.bit_length(), pods.bit_length())
+
+
+_NO_ROOM = (RES_CLASSES - 1,) * 3 + (0,) * 3
+
+
+def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
+    """Move a node's resource classes from `old` to `new` in its domains' histograms (per-node levels keep none)."""
+    node.res = new
+    for agg in node.aggs:
+        res = agg.res
+        if res is None:
+            continue
+        for r in range(6):
+            if old is not None:
+                res[r][old[r]] -= 1
+            if new is not None:
+                res[r][new[r]] += 1
+
+
+def _floor(hist: list[int]) -> int:
+    low = next((c for c, n in enumerate(hist) if n), RES_CLASSES - 1)
+    return 0 if low == 0 else 1 << (low - 1)
+
+
+def _ceiling(hist: list[int]) -> int:
+    """An upper bound (exclusive) of the amount over the histogram's nodes."""
+    for c in range(RES_CLASSES - 1, -1, -1):
+        if hist[c]:
+            return 1 << c
+    return 0
+
+
+def certain(agg: "Agg", demand: Demand) -> bool:
+    """Whether cpu, memory and pod slots never limit `demand` before GPUs on any node of the agg (GPU capacity exact)."""
+    res = agg.res
+    if demand.node_filter is not None or res is None:
+        return False
+    cpu, ram, pods = _floor(res[0]), _floor(res[1]), _floor(res[2])
+    if demand.whole:  # per node at most h // k pods: free >= floor * h >= need * (h // k) when floor * k >= need
+        k = demand.whole
+        return pods * k >= 1 and cpu * k >= demand.cpu and ram * k >= demand.ram
+    per = FULL // demand.milli if demand.milli else 0  # pods per device at most; devices with room at most `devices`
+    return pods >= per and cpu >= demand.cpu * per and ram >= demand.ram * per
+
+
+def possible(agg: "Agg", demand: Demand) -> bool:
+    """False when no node of the agg has the cpu, memory or pod slot one pod of `demand` asks (an upper bound)."""
+    res = agg.res
+    if res is None:
+        return True
+    return _ceiling(res[5]) > 1 and _ceiling(res[3]) > demand.cpu and _ceiling(res[4]) > demand.ram
+
+
 class Agg:
     """One domain's aggregate for one model key."""
 
-    __slots__ = ("hist", "caps", "partial", "nodes", "domain", "lists")
+    __slots__ = ("hist", "caps", "partial", "nodes", "domain", "lists", "res")
 
     def __init__(self, domain: "Domain", lists: "list[Buckets] | None") -> None:
         self.hist: list[int] = [0]  # hist[h] = eligible nodes with h free whole devices
@@ -86,6 +169,10 @@ class Agg:
         self.nodes = 0
         self.domain = domain
         self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
+        # res[r][c]: nodes whose resource r (cpu, memory, pods) is in class c (resource_classes); None at
+        # per-node levels, where the node itself is looked at
+        self.res: list[list[int]] | None = None if (domain.level >= 0 and domain.tree.per_node[domain.level]) else [
+            [0] * RES_CLASSES for _ in range(6)]
 
     def free_whole(self) -> int:
         """Untouched devices in the domain."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Sequence
 
-from lang.quantity import QuantityError, to_int
+from lang.quantity import QuantityError, to_int, to_milli
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -21,6 +21,7 @@ UNKNOWN_MODEL = "unknown"
 DEFAULT_TOLERATED = frozenset({GPU_RESOURCE})
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
+UNLIMITED = 1 << 62  # an allocatable the Node does not state: never the resource that runs out
 Levels = Sequence[tuple[str, str]]  # (level name, node label key), widest first
 _EMPTY: Mapping = {}
 
@@ -41,6 +42,12 @@ class NodeSpec(NamedTuple):
     memory: int  # bytes per device (0 when unknown)
     paths: tuple[tuple[str, ...] | None, ...]  # per topology: label values widest first; None if a label is missing
     taints: tuple[tuple[str, str, str], ...] = ()  # blocking (key, value, effect) the device-plugin default does not cover
+    # What the scheduler counts besides GPUs (`status.allocatable`); UNLIMITED when the Node does not say
+    # (a partial object, e.g. a hand-written fixture: not modelled rather than full).
+    cpu: int = UNLIMITED  # millicores
+    ram: int = UNLIMITED  # bytes of host memory
+    pods: int = UNLIMITED  # pod slots
+    labels: Mapping = {}  # the Node's labels (the object's own dict, not a copy), for nodeSelector and affinity
 
 
 TAINT_SEP = "|"
@@ -168,6 +175,18 @@ def _gpu_count(status: Mapping) -> int:
         return 0
 
 
+def _allocatable(status: Mapping, name: str, milli: bool) -> int:
+    raw = mapping(status.get("allocatable")).get(name)
+    if raw is None:
+        return UNLIMITED
+    if type(raw) is str and raw.isdigit():
+        return int(raw) * 1000 if milli else int(raw)
+    try:
+        return max(0, to_milli(str(raw)) if milli else to_int(str(raw)))
+    except QuantityError:
+        return 0  # a malformed allocatable takes nothing
+
+
 def _memory(labels: Mapping, model: str, product: str | None, gpu_models: Mapping[str, tuple[str, int]]) -> int:
     raw = labels.get(MEMORY_LABEL)
     if raw is not None:
@@ -216,4 +235,8 @@ def read_node(
                 break
             values.append(v if type(v) is str else str(v))
         paths.append(None if values is None else tuple(values))
-    return NodeSpec(name, why_not is None, why_not, model, _gpu_count(status), memory, tuple(paths), taints)
+    gpus = _gpu_count(status)
+    if gpus <= 0:  # not tracked: skip reading the rest
+        return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints)
+    return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints,
+                    _allocatable(status, "cpu", True), _allocatable(status, "memory", False), _allocatable(status, "pods", False), labels)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policy.placement.capacity import NodeSpec
+from policy.placement.needs import NodeFilter
 
 FULL = 1000  # milli-GPU of one device
 
@@ -24,6 +25,15 @@ class Demand:
     model: str | None = None
     tolerated: frozenset[str] = frozenset()  # tainted model keys (variants) the gang tolerates
     models: frozenset[str] = frozenset()  # model keys allowed (a gang block's `models`); empty = any
+    # Besides GPUs, as the scheduler counts them (policy.placement.needs): every pod also takes one pod slot.
+    cpu: int = 0  # millicores per pod
+    ram: int = 0  # bytes of host memory per pod
+    node_filter: NodeFilter | None = None  # nodeSelector and required node affinity; None: any node
+
+    @property
+    def extra(self) -> bool:
+        """Whether anything besides GPUs and the pod slot limits where the pod goes."""
+        return bool(self.cpu or self.ram or self.node_filter is not None)
 
     @property
     def gpu_milli(self) -> int:
@@ -51,14 +61,17 @@ def whole_fit(free_whole: int, memory: int, demand: Demand) -> int:
 class NodeState:
     """Usage of one node: allocations by key (pod uid or reservation slot), and the device states they make."""
 
-    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs")
+    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "cpu_used", "ram_used", "res")
 
     def __init__(self, name: str, spec: NodeSpec | None = None):
         self.name = name
         self.spec = spec
         self.whole_used = 0
         self.shared: dict[int, list[int]] | None = None  # device -> [milli taken, sharers, memory taken]
-        self.allocs: dict = {}  # key -> int (whole devices) | (device, milli, memory)
+        self.allocs: dict = {}  # key -> (int (whole devices) | (device, milli, memory), cpu, ram); one pod slot each
+        self.cpu_used = 0  # millicores requested by the allocations
+        self.ram_used = 0  # bytes
+        self.res: tuple | None = None  # the resource classes last pushed into the domains (aggregates.resource_classes)
         self.domains: tuple = ()  # every topology domain containing the node, roots included
         self.aggs: tuple = ()  # those domains' aggregates for this node's model, updated per event
 
@@ -96,7 +109,12 @@ class NodeState:
         return self.free_whole(), self.partial_states()
 
     def capacity(self, demand: Demand, per_gpu: int | None = None) -> int:
-        """How many more pods of `demand` this node holds now (0 when not eligible)."""
+        """How many more pods of `demand` this node holds now (0 when not eligible): GPUs, then `limit`."""
+        n = self.gpu_capacity(demand, per_gpu)
+        return self.limit(n, demand) if n > 0 else 0
+
+    def gpu_capacity(self, demand: Demand, per_gpu: int | None = None) -> int:
+        """How many more pods of `demand` this node's GPUs hold now, whatever its cpu, memory and pod slots."""
         spec = self.spec
         if spec is None or not spec.eligible or spec.gpus <= 0:
             return 0
@@ -108,20 +126,56 @@ class NodeState:
             free_whole = 0
         mem = spec.memory
         if demand.whole:
-            return whole_fit(free_whole, mem, demand)
-        n = free_whole * device_fit(FULL, 0, mem, demand, per_gpu) if free_whole else 0
-        if shared:
-            for taken, sharers, used in shared.values():
-                n += device_fit(FULL - taken if taken < FULL else 0, sharers, mem - used if used < mem else 0, demand, per_gpu)
+            n = whole_fit(free_whole, mem, demand)
+        else:
+            n = free_whole * device_fit(FULL, 0, mem, demand, per_gpu) if free_whole else 0
+            if shared:
+                for taken, sharers, used in shared.values():
+                    n += device_fit(FULL - taken if taken < FULL else 0, sharers, mem - used if used < mem else 0, demand, per_gpu)
         return n
+
+    def limit(self, n: int, demand: Demand) -> int:
+        """`n` pods by GPUs, limited by free pod slots, cpu and memory and by the node filter (what the scheduler checks)."""
+        spec = self.spec
+        slots = spec.pods - len(self.allocs)
+        if slots < n:
+            n = slots if slots > 0 else 0
+        if demand.cpu:
+            by_cpu = (spec.cpu - self.cpu_used) // demand.cpu
+            if by_cpu < n:
+                n = by_cpu if by_cpu > 0 else 0
+        if demand.ram:
+            by_ram = (spec.ram - self.ram_used) // demand.ram
+            if by_ram < n:
+                n = by_ram if by_ram > 0 else 0
+        if n and demand.node_filter is not None and not demand.node_filter.matches(self.name, spec.labels):
+            return 0
+        return n
+
+    def free_cpu(self) -> int:
+        """Millicores not requested by the node's pods and held slots (never below 0)."""
+        return max(0, self.spec.cpu - self.cpu_used) if self.spec else 0
+
+    def free_ram(self) -> int:
+        """Bytes of host memory not requested (never below 0)."""
+        return max(0, self.spec.ram - self.ram_used) if self.spec else 0
+
+    def free_pods(self) -> int:
+        """Pod slots left (never below 0)."""
+        return max(0, self.spec.pods - len(self.allocs)) if self.spec else 0
 
     def add(self, key, demand: Demand, per_gpu: int | None = None) -> None:
         """Record one pod's usage; bound pods are recorded even when they overcommit the node."""
         if key in self.allocs:
             self.remove(key)
+        cpu, ram = demand.cpu, demand.ram
+        if cpu:
+            self.cpu_used += cpu
+        if ram:
+            self.ram_used += ram
         if demand.whole or not demand.milli:
             self.whole_used += demand.whole
-            self.allocs[key] = demand.whole
+            self.allocs[key] = (demand.whole, cpu, ram)
             return
         device = self._choose_device(demand, per_gpu)
         if self.shared is None:
@@ -130,14 +184,19 @@ class NodeState:
         slot[0] += demand.milli
         slot[1] += 1
         slot[2] += demand.memory
-        self.allocs[key] = (device, demand.milli, demand.memory)
+        self.allocs[key] = ((device, demand.milli, demand.memory), cpu, ram)
 
     def remove(self, key) -> bool:
         """Forget one pod's usage exactly as it was recorded; False when the key is unknown."""
-        alloc = self.allocs.pop(key, None)
-        if alloc is None:
+        held = self.allocs.pop(key, None)
+        if held is None:
             return False
-        if isinstance(alloc, int):
+        alloc, cpu, ram = held
+        if cpu:
+            self.cpu_used -= cpu
+        if ram:
+            self.ram_used -= ram
+        if type(alloc) is int:
             self.whole_used -= alloc
             return True
         device, milli, memory = alloc

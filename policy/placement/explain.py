@@ -8,7 +8,8 @@ from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
 from policy.placement.capacity import TAINT_SEP
 from policy.placement.devices import Demand
 from policy.placement.query import Need, _cap, _keys, _walk
-from policy.placement.result import PlacementReason, describe_demand
+from policy.placement.result import PlacementReason, describe_demand, format_cpu
+from lang.quantity import format_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from policy.placement.index import PlacementIndex
@@ -53,9 +54,66 @@ def _untolerated(index: "PlacementIndex", needs: Need) -> PlacementReason | None
     return PlacementReason("UntoleratedTaints", msg, counts)
 
 
+def _resources(index: "PlacementIndex", needs: Need, per_gpu) -> tuple[list[PlacementReason], list[PlacementReason]]:
+    """(blocking, limiting) reasons from cpu, memory, pod slots and node filters, over the nodes with GPU room for one pod.
+
+    Blocking: no such node has what one pod asks (`cpu: 96 requested per pod, the best node
+    has 64 free`); limiting: they hold fewer pods than their GPUs would. A scan of the
+    GPU nodes, only for gangs that ask cpu, memory or a node filter and do not fit.
+    """
+    blocking: list[PlacementReason] = []
+    limiting: list[PlacementReason] = []
+    for count, demand in needs:
+        if not demand.extra:
+            continue
+        keys = _keys(index, demand)
+        gpu_only = Demand(demand.whole, demand.milli, demand.memory, demand.model, demand.tolerated)
+        room = by_gpu = counted = matched = 0
+        best_cpu = best_ram = best_pods = 0
+        flt = demand.node_filter
+        for node in index.flat.root.nodes:
+            spec = node.spec
+            if spec is None or spec.model not in keys:
+                continue
+            n = node.gpu_capacity(gpu_only, per_gpu)
+            if n <= 0:
+                continue
+            room += 1
+            by_gpu += n
+            if flt is not None and not flt.matches(node.name, spec.labels):
+                continue
+            matched += 1
+            best_cpu = max(best_cpu, spec.cpu - node.cpu_used)
+            best_ram = max(best_ram, spec.ram - node.ram_used)
+            best_pods = max(best_pods, spec.pods - len(node.allocs))
+            counted += node.limit(n, demand)
+        if not room:
+            continue  # GPUs are the story: InsufficientCapacity says so
+        what = describe_demand(demand)
+        nodes = f"{room} node{'s' if room != 1 else ''} with room for its GPUs"
+        if flt is not None and not matched:
+            msg = f"node selector: no node of the {nodes} matches {flt.describe()}"
+            blocking.append(PlacementReason("NodeSelectorMismatch", msg, {"nodes_with_room": room, "matching": 0, "demand": what}))
+            continue
+        found = False
+        for name, asked, best, show in (("cpu", demand.cpu, best_cpu, format_cpu), ("memory", demand.ram, best_ram, format_bytes),
+                                        ("pods", 1, best_pods, str)):
+            if asked and best < asked:
+                msg = f"{name}: {show(asked)} requested per pod, the best of the {nodes} has {show(max(best, 0))} free"
+                blocking.append(PlacementReason("InsufficientResource", msg, {"resource": name, "requested": asked, "best_free": max(best, 0), "demand": what}))
+                found = True
+        if not found and counted < by_gpu:
+            parts = [p for p, on in (("cpu", demand.cpu), ("memory", demand.ram), ("pod slots", True), ("the node filter", flt is not None)) if on]
+            msg = (f"{', '.join(parts)} cut the room for pods of {what} from {by_gpu} (by GPUs) to {counted}"
+                   f" on the {nodes}" + (f" ({matched} match {flt.describe()})" if flt is not None else ""))
+            limiting.append(PlacementReason("ResourcesLimit", msg, {"by_gpus": by_gpu, "fits": counted, "matching": matched, "demand": what}))
+    return blocking, limiting
+
+
 def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, per_gpu) -> tuple[PlacementReason, ...]:
     """Ranked reasons a gang fits no domain of `level` (-1: not even the whole topology)."""
-    reasons: list[PlacementReason] = []
+    blocking, limiting = _resources(index, needs, per_gpu)
+    reasons: list[PlacementReason] = list(blocking)  # the resource that ran out first: it is the story
     mixed = len(needs) > 1
     pods = sum(c for c, _d in needs)
     for count, demand in needs:
@@ -88,6 +146,7 @@ def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, 
             msg += f"; the whole topology fits {total}"
             # Ranked after InsufficientCapacity: when capacity is short, fragmentation is not the story.
             reasons.append(PlacementReason("NoDomainFits", msg, data))
+    reasons.extend(limiting)
     for extra in (_untolerated(index, needs), _excluded(index)):
         if extra is not None:
             reasons.append(extra)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Tree, add_bulk, apply_contribution, finish_bulk
+from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, resource_classes
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, mapping, read_node
 from policy.placement.devices import Demand, NodeState
+from policy.placement.needs import pod_requests
 from policy.placement.query import demand_of, fits, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
@@ -61,13 +62,14 @@ class PlacementIndex(Reservations):
         self.excluded: dict[str, int] = {}  # why_not kind -> GPU nodes
         self.reservations = Ledger()
         self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
-        self._pending: dict[str, Demand | None] = {}  # live unbound pod -> its demand, read once
+        self._pending: dict[str, Demand] = {}  # live unbound pod -> its demand, read once
         self._demand = demand
         self.version = 0  # bumped by every change a query could read: equal versions, equal answers
         # Answers at `_answers_at`: (kind, gang) -> answer. A query is a pure function of the index and the
         # gang, so members of a gang not yet held (dryRun, denied, offline) and repeated share checks re-use it.
         self._answers: dict[tuple[str, GangRequest], object] = {}
         self._answers_at = -1
+        self.exact_memo: tuple = (-1, None, False)  # (version, demand, GPU capacity exact for it): query.exact_everywhere
 
     # ---- building ----------------------------------------------------------------------
     @classmethod
@@ -102,10 +104,10 @@ class PlacementIndex(Reservations):
             if not isinstance(node_name, str) or not node_name or not is_live(pod):
                 continue
             demand = self._pod_demand(pod)
-            if demand is None:
-                continue
             state = self.nodes.get(node_name)
             if state is None:
+                if not demand.whole and not demand.milli:
+                    continue  # a GPU-less pod on a node not tracked (CPU-only): nothing to count
                 state = self.nodes[node_name] = NodeState(node_name)
             key = _pod_key(pod)
             state.add(key, demand)
@@ -114,6 +116,7 @@ class PlacementIndex(Reservations):
             contribution = state.contribution()
             if contribution is not None:
                 add_bulk(state, contribution)
+                apply_resources(state, None, resource_classes(state))
         for tree in (self.flat, *self.trees.values()):
             finish_bulk(tree)
 
@@ -156,6 +159,8 @@ class PlacementIndex(Reservations):
         old = state.spec
         before = state.contribution()
         if old is not None and old.gpus > 0:
+            if state.res is not None:
+                apply_resources(state, state.res, None)
             if before is not None:
                 apply_contribution(state, before, None)
             elif old.why_not:
@@ -168,6 +173,7 @@ class PlacementIndex(Reservations):
         self._note_model(spec)
         if spec.eligible:
             apply_contribution(state, None, state.contribution())
+            apply_resources(state, None, resource_classes(state))
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
 
@@ -211,6 +217,9 @@ class PlacementIndex(Reservations):
         after = state.contribution()
         if before is not None or after is not None:
             apply_contribution(state, before, after)
+        res = resource_classes(state) if after is not None else None
+        if res != state.res:
+            apply_resources(state, state.res, res)
         return out
 
     def apply_pod(self, event: str, pod: Mapping) -> None:
@@ -241,10 +250,10 @@ class PlacementIndex(Reservations):
                 return  # status updates of a bound pod change nothing placement reads
             self._release_pod(key, known[0])
         demand = self._pending.pop(key) if key in self._pending else self._pod_demand(pod)
-        if demand is None:
-            return
         state = self.nodes.get(node_name)
         if state is None:
+            if not demand.whole and not demand.milli:
+                return  # a GPU-less pod on a node not tracked (CPU-only): nothing to count
             state = self.nodes[node_name] = NodeState(node_name)  # the pod arrived before its node
         annotations = meta.get("annotations")
         rid = annotations.get(RESERVATION_ANNOTATION) if annotations and isinstance(annotations, Mapping) else None
@@ -256,18 +265,23 @@ class PlacementIndex(Reservations):
         after = state.contribution()
         if before is not None or after is not None:
             apply_contribution(state, before, after)
+            res = resource_classes(state) if after is not None else None
+            if res != state.res:
+                apply_resources(state, state.res, res)
         self._pods[key] = (node_name, demand)
 
-    def _pod_demand(self, pod: Mapping) -> Demand | None:
+    def _pod_demand(self, pod: Mapping) -> Demand:
+        """What a pod holds on its node: GPUs (none for a GPU-less pod), cpu, memory and one pod slot."""
         if self._demand is None:
             from policy.subject.normalize import pod_demand
 
             self._demand = pod_demand
         pod_set = self._demand(pod)
         demand = demand_of(pod_set, self.gpu_models)
+        cpu, ram = pod_requests(pod["spec"])
         if demand is None:
-            return None
-        return Demand(demand.whole, demand.milli, demand.memory)  # usage does not care which model was asked
+            return Demand(cpu=cpu, ram=ram)
+        return Demand(demand.whole, demand.milli, demand.memory, cpu=cpu, ram=ram)  # usage does not care which model was asked
 
     def _release_pod(self, key: str, node_name: str) -> None:
         del self._pods[key]

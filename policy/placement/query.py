@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
-from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
-from policy.placement.capacity import TAINT_SEP, model_key, tolerates
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, certain, possible
+from policy.placement.capacity import model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
 from policy.subject.model import PodSet
@@ -25,15 +25,17 @@ Need = list[tuple[int, Demand]]  # (pods, demand) per pod set, zero-GPU sets dro
 
 
 def demand_of(pod_set: PodSet, gpu_models: Mapping[str, tuple[str, int]]) -> Demand | None:
-    """One pod's demand from a pod set; None when it asks for no GPU."""
+    """One pod's demand from a pod set (GPUs, and cpu, memory and node filter when `needs` says); None when it asks for no GPU."""
     model = model_key(pod_set.gpu_product, gpu_models) if pod_set.gpu_product else None
     share = pod_set.fraction if pod_set.fraction is not None else pod_set.gpus
     memory = pod_set.gpu_memory or 0
+    needs = pod_set.needs
+    cpu, ram, flt = (needs.cpu, needs.memory, needs.node_filter) if needs is not None else (0, 0, None)  # type: ignore[attr-defined]
     if 0 < share < FULL and (pod_set.fraction is not None or pod_set.gpus < FULL):
-        return Demand(milli=share, memory=memory, model=model)
+        return Demand(milli=share, memory=memory, model=model, cpu=cpu, ram=ram, node_filter=flt)
     if pod_set.gpus <= 0:
         return None
-    return Demand(whole=-(-pod_set.gpus // FULL), memory=memory, model=model)  # 1.5 GPUs hold 2 devices
+    return Demand(whole=-(-pod_set.gpus // FULL), memory=memory, model=model, cpu=cpu, ram=ram, node_filter=flt)  # 1.5 GPUs hold 2 devices
 
 
 def needs_of(gang: GangRequest, gpu_models: Mapping[str, tuple[str, int]]) -> Need:
@@ -85,8 +87,50 @@ def _with_tolerations(index: "PlacementIndex", needs: Need, tolerations) -> Need
     return [(c, replace(d, tolerated=ok)) for c, d in needs] if ok else needs
 
 
+def exact_everywhere(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> bool:
+    """Whether GPU capacity is exact for `demand` in every domain: cpu, memory and pod slots never run out first anywhere.
+
+    Asked of the flat root (every node), once per demand and index version: when it holds,
+    the bucket fast path and the per-domain GPU aggregates answer as before.
+    """
+    memo = index.exact_memo
+    if memo[0] == index.version and memo[1] is demand:
+        return memo[2]
+    aggs = index.flat.root.aggs
+    ok = all(certain(agg, demand) for key in keys if (agg := aggs.get(key)) is not None and agg.nodes)
+    index.exact_memo = (index.version, demand, ok)
+    return ok
+
+
+def exact_cap(domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...], memory: dict[str, int]) -> int:
+    """Pods of `demand` the domain holds counting cpu, memory, pod slots and the node filter: its GPU capacity where
+    the resource classes make that certain, else the sum over its children, down to its nodes."""
+    gpu = domain.capacity(demand, per_gpu, keys, memory)
+    if not gpu:
+        return 0
+    aggs = [agg for key in keys if (agg := domain.aggs.get(key)) is not None and agg.nodes]
+    if all(certain(agg, demand) for agg in aggs):
+        return gpu
+    if not any(possible(agg, demand) for agg in aggs):
+        return 0
+    if domain.nodes:
+        return sum(node.capacity(demand, per_gpu) for node in domain.nodes if node.spec is not None and node.spec.model in keys)
+    return sum(exact_cap(child, demand, per_gpu, keys, memory) for child in domain.children.values())
+
+
 def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None) -> int:
-    return domain.capacity(demand, per_gpu, _keys(index, demand), index.model_memory)
+    keys = _keys(index, demand)
+    if exact_everywhere(index, demand, keys):
+        return domain.capacity(demand, per_gpu, keys, index.model_memory)
+    return exact_cap(domain, demand, per_gpu, keys, index.model_memory)
+
+
+def _bound(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...]) -> int:
+    """An upper bound of `_cap`, from the aggregates alone: GPU capacity, 0 when no node has the cpu/memory/slot of one pod."""
+    gpu = domain.capacity(demand, per_gpu, keys, index.model_memory)
+    if gpu and demand.extra and not any(possible(agg, demand) for key in keys if (agg := domain.aggs.get(key)) is not None and agg.nodes):
+        return 0
+    return gpu
 
 
 def _split(items: list[tuple[int, object]], n: int) -> list[tuple[object, int]] | None:
@@ -165,7 +209,8 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
     if level < 0:
         cap = _cap(index, tree.root, demand, per_gpu)
         return (tree.root, cap) if cap >= count else None
-    if demand.whole in SHAPE_INDEX and len(keys) == 1:
+    exact = exact_everywhere(index, demand, keys)
+    if demand.whole in SHAPE_INDEX and len(keys) == 1 and exact:
         if _cap(index, tree.root, demand, per_gpu) < count:
             return None  # also covers a model whose devices are too small for the memory asked
         d = tree.tightest(level, keys[0], demand.whole, count)
@@ -176,7 +221,13 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
     caps: dict[Domain, int] = {}  # the walk's filter already computed each yielded domain's capacity
 
     def keep(d: Domain) -> bool:
-        cap = caps[d] = d.capacity(demand, per_gpu, keys, memory)
+        if exact:
+            cap = d.capacity(demand, per_gpu, keys, memory)
+        elif d.level < level:  # above the level asked, an upper bound prunes; exact counting only where it answers
+            cap = _bound(index, d, demand, per_gpu, keys)
+        else:
+            cap = exact_cap(d, demand, per_gpu, keys, memory)
+        caps[d] = cap
         return cap >= count
 
     for d in _walk(tree.root, level, keep):
@@ -197,6 +248,8 @@ def _pack_mixed(index, domain: Domain, needs: Need, per_gpu) -> list[tuple[str, 
     for node in _leaf_nodes(domain):
         copy = NodeState(node.name, node.spec)
         copy.whole_used = node.whole_used
+        copy.cpu_used, copy.ram_used = node.cpu_used, node.ram_used
+        copy.allocs = dict(node.allocs)  # pod slots taken
         copy.shared = {k: list(v) for k, v in node.shared.items()} if node.shared else None
         scratch.append(copy)
     order = sorted(range(len(needs)), key=lambda i: -needs[i][1].gpu_milli)

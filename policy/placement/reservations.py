@@ -102,7 +102,7 @@ class Reservations:
         slots = []
         for node_name, i, count in result.assignments:
             demand = result.demands[i]
-            held = Demand(demand.whole, demand.milli, demand.memory)
+            held = Demand(demand.whole, demand.milli, demand.memory, cpu=demand.cpu, ram=demand.ram)  # a held slot holds cpu and memory too
             slots.extend((resv.new_key(), node_name, held) for _ in range(count))
         self._hold(resv, slots, result.per_gpu)
 

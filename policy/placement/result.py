@@ -88,6 +88,11 @@ class PlacementResult:
         }
 
 
+def format_cpu(milli: int) -> str:
+    """Millicores for people: 96000 -> '96', 500 -> '500m'."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
 def describe_demand(demand: Demand) -> str:
     """`1 GPU`, `4 GPUs of h100`, `0.25 GPU with 10Gi of l4` for messages."""
     if demand.whole:
@@ -98,4 +103,7 @@ def describe_demand(demand: Demand) -> str:
         text += f" with {format_bytes(demand.memory)}"
     if demand.model:
         text += f" of {demand.model}"
+    if demand.cpu or demand.ram:
+        text += " and " + " and ".join(p for p in ((f"{format_cpu(demand.cpu)} cpu" if demand.cpu else ""),
+                                                     (f"{format_bytes(demand.ram)} memory" if demand.ram else "")) if p)
     return text

@@ -51,7 +51,7 @@ def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
                 s = m // count
                 acc[6] = s if acc[6] is None else max(acc[6], s)
         elif key == hami.GPUCORES:
-            acc[3] = hami.percent(value, path)
+            acc[3] = hami.cores(value, path, problems)
         elif key == hami.GPUMEM_PCT:
             acc[4] = hami.percent(value, path)
         elif key == hami.GPUMEM:

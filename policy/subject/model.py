@@ -53,6 +53,7 @@ class PodSet:
     gpu_memory: int | None = None
     gpu_product: str | None = None
     min_count: int | None = None  # the set's own minimum (Kueue minCount); None: the whole set, or the gang's minimum decides
+    needs: object = None  # policy.placement.needs.PodNeeds: cpu, memory and node filter per pod (None: none asked)
 
 
 @dataclass(frozen=True, slots=True)

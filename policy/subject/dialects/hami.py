@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from policy.subject.model import Problem
+
 from .common import BAD_FRACTION, MALFORMED, MIB, Bad, quantity
 
 GPUMEM = "nvidia.com/gpumem"
@@ -20,6 +22,21 @@ def percent(value: object, path: str) -> int:
     if q <= 0 or q > 100 or (type(q) is not int and q.denominator != 1):
         raise Bad(BAD_FRACTION, f"{path}: {value!r} is out of range (expected a whole number 1..100)")
     return int(q) * 10
+
+
+CLAMPED_CORES = "ClampedGpuCores"  # a warning, not a denial (policy.engine.WARN_PROBLEMS)
+
+
+def cores(value: object, path: str, problems: list) -> int:
+    """`nvidia.com/gpucores` as milli of one device; above 100 it is clamped to 100, as HAMi does, with a warning."""
+    try:
+        q = quantity(value)
+    except ValueError:
+        q = None
+    if q is not None and q > 100 and (type(q) is int or q.denominator == 1):
+        problems.append(Problem(CLAMPED_CORES, f"{path}: {value!r} is above 100; HAMi clamps it to 100 (one whole device's cores)"))
+        return 1000
+    return percent(value, path)
 
 
 def mebibytes(value: object, path: str) -> int:

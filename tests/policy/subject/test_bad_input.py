@@ -32,7 +32,7 @@ CASES = [
     Case("negative whole", res(**{"nvidia.com/gpu": "-1"}), "MalformedQuantity", "'-1'"),
     Case("unknown mig profile", res(**{"nvidia.com/mig-huge": "1"}), "UnknownGpuDialectValue", "nvidia.com/mig-huge"),
     Case("mig slices out of range", res(**{"nvidia.com/mig-9g.90gb": "1"}), "UnknownGpuDialectValue", "mig-9g.90gb"),
-    Case("hami cores over 100", res(**{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"}), "InvalidFraction", "'150'", 1000),
+    Case("hami cores over 100 clamp to 100 (as HAMi does), a warning", res(**{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"}), "ClampedGpuCores", "'150'", 1000),
     Case("hami pct zero", res(**{"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "0"}), "InvalidFraction", "gpumem-percentage", 1000),
     Case("hami mem text", res(**{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "lots"}), "MalformedQuantity", "'lots'", 1000),
     Case("kai negative fraction", pod(annotations={"gpu-fraction": "-0.5"}), "InvalidFraction", "metadata.annotations[gpu-fraction]: '-0.5'"),

@@ -1,0 +1,195 @@
+"""What a pod asks of a node besides GPUs, as the scheduler reads it: cpu, memory, a pod slot, and where it may run.
+
+`pod_requests` computes effective requests the way kube-scheduler does (the sum of the
+containers, or the largest init container when that is more — sidecars, init
+containers with `restartPolicy: Always`, add to both — plus `spec.overhead`), exact:
+cpu in millicores, memory in bytes. `NodeFilter` is `nodeSelector` ANDed with required
+node affinity (terms ORed, expressions and fields ANDed inside a term), matched as
+`k8s.io/component-helpers` matches them. Both are hashable: they are part of a gang query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from lang.quantity import QuantityError, to_int, to_milli
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFilter:
+    """`nodeSelector` pairs ANDed with required node-affinity terms (ORed); each term is (expressions, fields), ANDed."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[tuple[tuple[tuple[str, str, tuple[str, ...]], ...], tuple[tuple[str, str, tuple[str, ...]], ...]], ...] | None = None
+
+    def matches(self, name: str, labels: Mapping) -> bool:
+        """Whether a node of this name and these labels may take the pod."""
+        for key, value in self.selector:
+            if labels.get(key) != value:
+                return False
+        if self.terms is None:
+            return True
+        for exprs, fields in self.terms:
+            if (exprs or fields) and all(_expr(labels, e) for e in exprs) and all(_expr({"metadata.name": name}, f) for f in fields):
+                return True
+        return False  # no term matched (an empty term matches nothing, as in Kubernetes)
+
+    def describe(self) -> str:
+        """`nodeSelector pool=a, node affinity (zone In [z1])` for messages."""
+        parts = []
+        if self.selector:
+            parts.append("nodeSelector " + ", ".join(f"{k}={v}" for k, v in self.selector))
+        if self.terms is not None:
+            terms = [" and ".join(_show(e) for e in (*exprs, *fields)) or "(empty term)" for exprs, fields in self.terms]
+            parts.append("node affinity " + " or ".join(f"({t})" for t in terms))
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class PodNeeds:
+    """Per pod, besides GPUs: `cpu` millicores, `memory` bytes, one pod slot, and the node filter (None: any node)."""
+
+    cpu: int = 0
+    memory: int = 0
+    node_filter: NodeFilter | None = None
+
+
+def _show(e: tuple[str, str, tuple[str, ...]]) -> str:
+    key, op, values = e
+    return f"{key} {op}" + (f" [{', '.join(values)}]" if values else "")
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text, 10)
+    except (TypeError, ValueError):
+        return None
+
+
+def _expr(labels: Mapping, e: tuple[str, str, tuple[str, ...]]) -> bool:
+    key, op, values = e
+    have = labels.get(key)
+    if op == "In":
+        return have is not None and have in values
+    if op == "NotIn":
+        return have is None or have not in values
+    if op == "Exists":
+        return have is not None
+    if op == "DoesNotExist":
+        return have is None
+    if op in ("Gt", "Lt"):  # one integer value; the label must parse as an integer too
+        want = _int(values[0]) if len(values) == 1 else None
+        got = _int(have) if isinstance(have, str) else None
+        if want is None or got is None:
+            return False
+        return got > want if op == "Gt" else got < want
+    return False  # an operator Kubernetes does not know selects nothing
+
+
+def _requirements(raw) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    out = []
+    for e in raw if isinstance(raw, list) else ():
+        if not isinstance(e, Mapping):
+            out.append(("", "Invalid", ()))  # a malformed expression selects nothing
+            continue
+        values = e.get("values")
+        vals = tuple(str(v) for v in values) if isinstance(values, list) else ()
+        out.append((str(e.get("key") or ""), str(e.get("operator") or ""), vals))
+    return tuple(out)
+
+
+def node_filter(spec: Mapping) -> NodeFilter | None:
+    """The node filter of a pod spec, or None when it has neither a nodeSelector nor required node affinity."""
+    selector = spec.get("nodeSelector")
+    pairs = tuple(sorted((str(k), str(v)) for k, v in selector.items())) if isinstance(selector, Mapping) else ()
+    affinity = spec.get("affinity")
+    node_aff = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node_aff.get(_REQUIRED) if isinstance(node_aff, Mapping) else None
+    terms = None
+    if isinstance(required, Mapping):
+        raw_terms = required.get("nodeSelectorTerms")
+        terms = tuple(
+            (_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields"))) if isinstance(t, Mapping) else ((), ())
+            for t in (raw_terms if isinstance(raw_terms, list) else ())
+        )
+    if not pairs and terms is None:
+        return None
+    return NodeFilter(pairs, terms)
+
+
+_CPU: dict[str, int] = {}  # quantity text -> value: pods repeat a handful of request strings
+_MEM: dict[str, int] = {}
+
+
+def _quantity(raw, cache: dict[str, int], milli: bool) -> int:
+    if type(raw) is int:
+        return raw * 1000 if milli else raw
+    text = raw if type(raw) is str else str(raw)
+    hit = cache.get(text)
+    if hit is None:
+        try:
+            hit = max(0, to_milli(text) if milli else to_int(text))
+        except QuantityError:
+            hit = 0  # the API server rejects malformed quantities; never raise on odd input
+        if len(cache) < 4096:
+            cache[text] = hit
+    return hit
+
+
+def _container(c) -> tuple[int, int]:
+    if not isinstance(c, Mapping):
+        return 0, 0
+    res = c.get("resources")
+    if not isinstance(res, Mapping):
+        return 0, 0
+    req = res.get("requests")
+    lim = res.get("limits")
+    req = req if isinstance(req, Mapping) else {}
+    lim = lim if isinstance(lim, Mapping) else {}
+    cpu = req.get("cpu", lim.get("cpu"))  # a limit without a request defaults the request to it
+    mem = req.get("memory", lim.get("memory"))
+    return (_quantity(cpu, _CPU, True) if cpu is not None else 0), (_quantity(mem, _MEM, False) if mem is not None else 0)
+
+
+def pod_requests(spec: Mapping) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) a pod spec asks of its node, computed as the scheduler computes them."""
+    cpu = mem = 0
+    containers = spec.get("containers")
+    for c in containers if isinstance(containers, list) else ():
+        a, b = _container(c)
+        cpu += a
+        mem += b
+    inits = spec.get("initContainers")
+    if inits and isinstance(inits, list):
+        side_cpu = side_mem = init_cpu = init_mem = 0
+        for c in inits:
+            a, b = _container(c)
+            if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":  # a sidecar runs beside what follows
+                side_cpu += a
+                side_mem += b
+                init_cpu, init_mem = max(init_cpu, side_cpu), max(init_mem, side_mem)
+            else:
+                init_cpu, init_mem = max(init_cpu, side_cpu + a), max(init_mem, side_mem + b)
+        cpu, mem = max(cpu + side_cpu, init_cpu), max(mem + side_mem, init_mem)
+    overhead = spec.get("overhead")
+    if isinstance(overhead, Mapping):
+        if overhead.get("cpu") is not None:
+            cpu += _quantity(overhead["cpu"], _CPU, True)
+        if overhead.get("memory") is not None:
+            mem += _quantity(overhead["memory"], _MEM, False)
+    return cpu, mem
+
+
+def pod_needs(spec: Mapping) -> PodNeeds | None:
+    """What a pod spec asks of its node besides GPUs, or None when it asks nothing (no requests, no filter)."""
+    if not isinstance(spec, Mapping):
+        return None
+    cpu, mem = pod_requests(spec)
+    flt = node_filter(spec)
+    if not cpu and not mem and flt is None:
+        return None
+    return PodNeeds(cpu, mem, flt)
