@@ -11,7 +11,7 @@ from policy.cluster.snapshot import is_live
 from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, resource_classes
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, mapping, read_node
 from policy.placement.devices import Demand, NodeState
-from policy.placement.needs import pod_requests
+from policy.placement.needs import LabelCounts, pod_requests
 from policy.placement.query import demand_of, fits, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
@@ -69,6 +69,7 @@ class PlacementIndex(Reservations):
         # gang, so members of a gang not yet held (dryRun, denied, offline) and repeated share checks re-use it.
         self._answers: dict[tuple[str, GangRequest], object] = {}
         self._answers_at = -1
+        self.labels: dict[str, LabelCounts] = {}  # model key -> label values of its nodes: which node filters all of them pass
         self.exact_memo: tuple = (-1, None, False)  # (version, demand, GPU capacity exact for it): query.exact_everywhere
 
     # ---- building ----------------------------------------------------------------------
@@ -95,6 +96,7 @@ class PlacementIndex(Reservations):
             state = self.nodes[spec.name] = NodeState(spec.name, spec)
             self._attach(state)
             self._note_model(spec)
+            self._count_labels(spec, +1)
             if not spec.eligible:
                 self._count_excluded(spec.why_not or "excluded", +1)
         for pod in pods:
@@ -165,12 +167,14 @@ class PlacementIndex(Reservations):
                 apply_contribution(state, before, None)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
+            self._count_labels(old, -1)
             self._detach(state)
         state.spec = spec
         if spec is None or spec.gpus <= 0:
             return
         self._attach(state)
         self._note_model(spec)
+        self._count_labels(spec, +1)
         if spec.eligible:
             apply_contribution(state, None, state.contribution())
             apply_resources(state, None, resource_classes(state))
@@ -185,6 +189,16 @@ class PlacementIndex(Reservations):
                 self.variants[spec.model] = (spec.model.split(TAINT_SEP, 1)[0], spec.taints)
             else:
                 self.model_keys = tuple(sorted(k for k in self.model_memory if k not in self.variants))
+
+    def _count_labels(self, spec: NodeSpec, sign: int) -> None:
+        counts = self.labels.get(spec.model)
+        if counts is None:
+            counts = self.labels[spec.model] = LabelCounts()
+        counts.add(spec.labels, sign)
+
+    def passes_all(self, flt, keys: tuple[str, ...]) -> bool:
+        """Whether every tracked node of these model keys passes the node filter."""
+        return all(key not in self.labels or self.labels[key].universal(flt, self.nodes) for key in keys)
 
     def _count_excluded(self, why: str, delta: int) -> None:
         key = why.split(" ", 1)[0]

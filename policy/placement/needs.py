@@ -193,3 +193,73 @@ def pod_needs(spec: Mapping) -> PodNeeds | None:
     if not cpu and not mem and flt is None:
         return None
     return PodNeeds(cpu, mem, flt)
+
+
+class LabelCounts:
+    """How many tracked nodes carry each label value, so a node filter every node passes costs nothing at query time.
+
+    A gang's `nodeSelector` is most often the GPU product, or a pool label every GPU node
+    has; such a filter is dropped from the query (`universal`), and the aggregates answer
+    as for a gang without one.
+    """
+
+    __slots__ = ("by_key", "total")
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, dict[str, int]] = {}
+        self.total = 0
+
+    def add(self, labels: Mapping, sign: int) -> None:
+        """Count (sign +1) or forget (-1) one node's labels."""
+        self.total += sign
+        by_key = self.by_key
+        for k, v in labels.items():
+            values = by_key.get(k)
+            if values is None:
+                values = by_key[k] = {}
+            v = v if type(v) is str else str(v)
+            n = values.get(v, 0) + sign
+            if n:
+                values[v] = n
+            else:
+                del values[v]
+                if not values:
+                    del by_key[k]
+
+    def universal(self, flt: NodeFilter, names) -> bool:
+        """Whether every tracked node passes `flt` (`names`: the tracked node names, for matchFields)."""
+        total = self.total
+        for k, v in flt.selector:
+            if self.by_key.get(k, {}).get(v, 0) != total:
+                return False
+        if flt.terms is None:
+            return True
+        return any((exprs or fields) and all(self._all(e) for e in exprs) and all(_all_names(f, names, total) for f in fields)
+                   for exprs, fields in flt.terms)
+
+    def _all(self, e: tuple[str, str, tuple[str, ...]]) -> bool:
+        key, op, values = e
+        have = self.by_key.get(key, {})
+        total = self.total
+        if op == "In":
+            return sum(have.get(v, 0) for v in set(values)) == total
+        if op == "NotIn":
+            return not any(v in have for v in values)
+        if op == "Exists":
+            return sum(have.values()) == total
+        if op == "DoesNotExist":
+            return not have
+        if op in ("Gt", "Lt"):
+            return sum(have.values()) == total and all(_expr({key: v}, e) for v in have)
+        return False
+
+
+def _all_names(f: tuple[str, str, tuple[str, ...]], names, total: int) -> bool:
+    key, op, values = f
+    if key != "metadata.name":
+        return False
+    if op == "NotIn":
+        return not any(v in names for v in values)
+    if op == "In":
+        return len(values) >= total and all(n in values for n in names)
+    return False

@@ -316,6 +316,9 @@ def _needs(index: "PlacementIndex", gang: GangRequest) -> Need:
         needs = [(c, replace(d, models=allowed)) for c, d in needs]
     if gang.tolerations and index.variants:
         needs = _with_tolerations(index, needs, gang.tolerations)
+    if any(d.node_filter is not None for _c, d in needs):  # a filter every node passes is no filter: keep the fast path
+        needs = [(c, replace(d, node_filter=None) if d.node_filter is not None and index.passes_all(d.node_filter, _keys(index, d)) else d)
+                 for c, d in needs]
     return needs
 
 
