@@ -74,18 +74,33 @@ class Buckets:
         return next(iter(self.by_cap[self.order[-1]])) if self.order else None
 
 
-RES_CLASSES = 64  # bit lengths of "free per device with room" (free cpu, memory, pods are all < 2**63)
+TOP = 1 << 20  # the per-device class of a node with no device with room: it limits nothing
+
+
+def fine_class(x: int) -> int:
+    """A monotone class of x >= 0 keeping its top four bits: 0..15 exactly, then within 1/8 (see `class_floor`)."""
+    b = x.bit_length()
+    if b <= 4:
+        return x
+    shift = b - 4
+    return (shift << 4) | (x >> shift)
+
+
+def class_floor(c: int) -> int:
+    """The least amount of class `c`."""
+    if c == TOP:
+        return 1 << 62
+    return c if c < 16 else (c & 15) << (c >> 4)
 
 
 def resource_classes(node: NodeState) -> tuple[int, int, int, int, int, int]:
-    """Classes of an eligible node: (cpu, memory, pod slots) free per device with room, then the same free in all.
+    """What an eligible node adds to its domains' resource aggregates: (cpu, memory, pod slots) per device with room, as
+    classes, then the same free amounts in all (0 when no device has room: such a node takes no pod whatever its cpu).
 
-    A class is a bit length: class c means at least 2**(c-1) free (0: nothing), below 2**c.
-    The first three bound a domain from below — when its lowest classes admit a shape's
-    cpu, memory and pod per pod, those never run out before GPUs on any of its nodes, and
-    its GPU capacity is exact. The last three bound it from above — when its highest
-    class is below what one pod asks, no node of it takes one. A node with no device with
-    room takes no pod whatever its cpu: top per-device classes, bottom absolute ones.
+    The per-device classes bound a domain from below: when its lowest classes admit a
+    shape's cpu, memory and pod per pod, those never run out before GPUs on any of its
+    nodes, and its GPU capacity is exact. The free amounts bound it from above: the largest
+    (no node has more) and the sum (no domain holds more pods than sum // request).
     """
     spec = node.spec
     shared = node.shared
@@ -102,46 +117,96 @@ def resource_classes(node: NodeState) -> tuple[int, int, int, int, int, int]:
         ram = 0
     if pods < 0:
         pods = 0
-    return ((cpu // devices).bit_length(), (ram // devices).bit_length(), (pods // devices).bit_length(),
-            cpu.bit_length(), ram.bit_length(), pods.bit_length())
+    # fine_class, inlined: this runs on every pod event
+    x = cpu // devices
+    if x >= 16:
+        shift = x.bit_length() - 4
+        x = (shift << 4) | (x >> shift)
+    y = ram // devices
+    if y >= 16:
+        shift = y.bit_length() - 4
+        y = (shift << 4) | (y >> shift)
+    z = pods // devices
+    if z >= 16:
+        shift = z.bit_length() - 4
+        z = (shift << 4) | (z >> shift)
+    return x, y, z, cpu, ram, pods
 
 
-_NO_ROOM = (RES_CLASSES - 1,) * 3 + (0,) * 3
+_NO_ROOM = (TOP, TOP, TOP, 0, 0, 0)
 
 
 def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
-    """Move a node's resource classes from `old` to `new` in its domains' histograms (per-node levels keep none)."""
+    """Move a node's resource contribution from `old` to `new` in its domains (per-node levels keep none)."""
     node.res = new
-    for agg in node.aggs:
-        res = agg.res
-        if res is None:
-            continue
+    o = old if old is not None else _NOTHING
+    n = new if new is not None else _NOTHING
+    d_cpu, d_ram, d_pods = n[3] - o[3], n[4] - o[4], n[5] - o[5]
+    aggs = node.aggs
+    if not aggs:
+        return
+    # Memory-bound like _move_whole: the sums sit in `caps` (already in cache on a bind event); the class and
+    # free-amount counts only at the flat root (the first agg of every node), which every event touches anyway.
+    for agg in aggs:
+        caps = agg.caps
+        if len(caps) == _WITH_SUMS:
+            caps[_CPU] += d_cpu
+            caps[_RAM] += d_ram
+            caps[_PODS] += d_pods
+    res = aggs[0].res
+    if res is None:
+        return
+    if old is None or new is None:
         for r in range(6):
+            counts = res[r]
             if old is not None:
-                res[r][old[r]] -= 1
+                a = old[r]
+                left = counts[a] - 1
+                if left:
+                    counts[a] = left
+                else:
+                    del counts[a]
             if new is not None:
-                res[r][new[r]] += 1
+                b = new[r]
+                counts[b] = counts.get(b, 0) + 1
+        return
+    for r in range(6):
+        a = old[r]
+        b = new[r]
+        if a != b:
+            counts = res[r]
+            left = counts[a] - 1
+            if left:
+                counts[a] = left
+            else:
+                del counts[a]
+            counts[b] = counts.get(b, 0) + 1
 
 
-def _floor(hist: list[int]) -> int:
-    low = next((c for c, n in enumerate(hist) if n), RES_CLASSES - 1)
-    return 0 if low == 0 else 1 << (low - 1)
+_NOTHING = (0, 0, 0, 0, 0, 0)
 
 
-def _ceiling(hist: list[int]) -> int:
-    """An upper bound (exclusive) of the amount over the histogram's nodes."""
-    for c in range(RES_CLASSES - 1, -1, -1):
-        if hist[c]:
-            return 1 << c
-    return 0
+_CPU, _RAM, _PODS = len(SHAPES), len(SHAPES) + 1, len(SHAPES) + 2  # caps[_CPU]: free cpu summed over nodes with GPU room
+_WITH_SUMS = len(SHAPES) + 3
+
+
+def sums(agg: "Agg") -> tuple[int, int, int] | None:
+    """Free (cpu, memory, pod slots) summed over the agg's nodes with GPU room; None at per-node levels."""
+    caps = agg.caps
+    return (caps[_CPU], caps[_RAM], caps[_PODS]) if len(caps) == _WITH_SUMS else None
 
 
 def certain(agg: "Agg", demand: Demand) -> bool:
-    """Whether cpu, memory and pod slots never limit `demand` before GPUs on any node of the agg (GPU capacity exact)."""
+    """Whether cpu, memory and pod slots never limit `demand` before GPUs on any node of the agg (GPU capacity exact).
+
+    Known at the flat root only (None elsewhere: False), where it makes every domain exact.
+    """
     res = agg.res
     if demand.node_filter is not None or res is None:
         return False
-    cpu, ram, pods = _floor(res[0]), _floor(res[1]), _floor(res[2])
+    if not res[0]:
+        return True  # no node: nothing to limit
+    cpu, ram, pods = class_floor(min(res[0])), class_floor(min(res[1])), class_floor(min(res[2]))
     if demand.whole:  # per node at most h // k pods: free >= floor * h >= need * (h // k) when floor * k >= need
         k = demand.whole
         return pods * k >= 1 and cpu * k >= demand.cpu and ram * k >= demand.ram
@@ -149,12 +214,29 @@ def certain(agg: "Agg", demand: Demand) -> bool:
     return pods >= per and cpu >= demand.cpu * per and ram >= demand.ram * per
 
 
-def possible(agg: "Agg", demand: Demand) -> bool:
-    """False when no node of the agg has the cpu, memory or pod slot one pod of `demand` asks (an upper bound)."""
+def most_free(agg: "Agg") -> tuple[int, int, int] | None:
+    """The largest free (cpu, memory, pod slots) of any node of a root's agg with GPU room (each on its own); None when not kept."""
     res = agg.res
     if res is None:
-        return True
-    return _ceiling(res[5]) > 1 and _ceiling(res[3]) > demand.cpu and _ceiling(res[4]) > demand.ram
+        return None
+    return tuple(max(res[r]) if res[r] else 0 for r in (3, 4, 5))  # type: ignore[return-value]
+
+
+def bound(agg: "Agg", demand: Demand) -> int | None:
+    """At most this many pods of `demand` by cpu, memory and pod slots (0 when no node has what one pod asks); None: no bound kept."""
+    total = sums(agg)
+    if total is None:
+        return None
+    res = agg.res  # the flat root only: the exact largest amounts
+    if res is not None and (not res[5] or max(res[5]) < 1 or max(res[3]) < demand.cpu or max(res[4]) < demand.ram):
+        return 0
+    cpu, ram, pods = total
+    n = pods
+    if demand.cpu:
+        n = min(n, cpu // demand.cpu)
+    if demand.ram:
+        n = min(n, ram // demand.ram)
+    return n
 
 
 class Agg:
@@ -169,10 +251,14 @@ class Agg:
         self.nodes = 0
         self.domain = domain
         self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
-        # res[r][c]: nodes whose resource r (cpu, memory, pods) is in class c (resource_classes); None at
-        # per-node levels, where the node itself is looked at
-        self.res: list[list[int]] | None = None if (domain.level >= 0 and domain.tree.per_node[domain.level]) else [
-            [0] * RES_CLASSES for _ in range(6)]
+        # caps[len(SHAPES):] = free cpu, memory, pod slots summed over nodes with GPU room (not at per-node levels,
+        # where the node itself is looked at): kept in `caps` so a bind event touches no extra object per level.
+        per_node = domain.level >= 0 and domain.tree.per_node[domain.level]
+        if not per_node:
+            self.caps += [0, 0, 0]
+        # At the flat root only: value -> nodes for the six parts of `resource_classes` (cpu, memory and pod-slot
+        # classes per device with room, then the exact free amounts): the exactness certificate and the largest free.
+        self.res: list[dict[int, int]] | None = [{} for _ in range(6)] if domain.level < 0 and not domain.tree.level_names else None
 
     def free_whole(self) -> int:
         """Untouched devices in the domain."""
@@ -441,8 +527,8 @@ def finish_bulk(tree: Tree) -> None:
                 if c and h:
                     for i, per in enumerate(caps_of(h)):
                         caps[i] += per * c
-            agg.caps = caps
+            agg.caps[: len(SHAPES)] = caps  # the resource sums after them stay
             if agg.lists is not None:
-                for i, cap in enumerate(agg.caps):
+                for i, cap in enumerate(caps):
                     if cap:
                         _move(agg, i, 0, cap)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, most_free
 from policy.placement.capacity import TAINT_SEP
 from policy.placement.devices import Demand
 from policy.placement.query import Need, _cap, _keys, _walk
@@ -54,65 +54,59 @@ def _untolerated(index: "PlacementIndex", needs: Need) -> PlacementReason | None
     return PlacementReason("UntoleratedTaints", msg, counts)
 
 
-def _resources(index: "PlacementIndex", needs: Need, per_gpu) -> tuple[list[PlacementReason], list[PlacementReason]]:
-    """(blocking, limiting) reasons from cpu, memory, pod slots and node filters, over the nodes with GPU room for one pod.
+def _resources(index: "PlacementIndex", tree: Tree, needs: Need, per_gpu) -> tuple[list[PlacementReason], list[PlacementReason]]:
+    """(blocking, limiting) reasons from cpu, memory, pod slots and node filters.
 
-    Blocking: no such node has what one pod asks (`cpu: 96 requested per pod, the best node
-    has 64 free`); limiting: they hold fewer pods than their GPUs would. A scan of the
-    GPU nodes, only for gangs that ask cpu, memory or a node filter and do not fit.
+    Blocking: no node with GPU room for one pod has what one pod asks (`cpu: 96 requested
+    per pod, the best node with room for its GPUs has 64 free`), read from the flat root's
+    exact largest free amounts; or no such node passes the node filter (a scan, only for
+    gangs with a filter some node fails). Limiting: the topology holds fewer pods than its
+    GPUs would.
     """
     blocking: list[PlacementReason] = []
     limiting: list[PlacementReason] = []
     for count, demand in needs:
-        if not demand.extra:
-            continue
         keys = _keys(index, demand)
         gpu_only = Demand(demand.whole, demand.milli, demand.memory, demand.model, demand.tolerated)
-        room = by_gpu = counted = matched = 0
-        best_cpu = best_ram = best_pods = 0
-        flt = demand.node_filter
-        for node in index.flat.root.nodes:
-            spec = node.spec
-            if spec is None or spec.model not in keys:
-                continue
-            n = node.gpu_capacity(gpu_only, per_gpu)
-            if n <= 0:
-                continue
-            room += 1
-            by_gpu += n
-            if flt is not None and not flt.matches(node.name, spec.labels):
-                continue
-            matched += 1
-            best_cpu = max(best_cpu, spec.cpu - node.cpu_used)
-            best_ram = max(best_ram, spec.ram - node.ram_used)
-            best_pods = max(best_pods, spec.pods - len(node.allocs))
-            counted += node.limit(n, demand)
-        if not room:
-            continue  # GPUs are the story: InsufficientCapacity says so
+        by_gpu = tree.root.capacity(gpu_only, per_gpu, keys, index.model_memory)  # GPUs alone
+        best = [0, 0, 0]
+        for key in keys:
+            agg = index.flat.root.aggs.get(key)
+            top = most_free(agg) if agg is not None and agg.nodes else None
+            if top is not None:
+                best = [max(a, b) for a, b in zip(best, top)]
+        if not any(best):
+            continue  # no node has GPU room: InsufficientCapacity says so
         what = describe_demand(demand)
-        nodes = f"{room} node{'s' if room != 1 else ''} with room for its GPUs"
-        if flt is not None and not matched:
-            msg = f"node selector: no node of the {nodes} matches {flt.describe()}"
-            blocking.append(PlacementReason("NodeSelectorMismatch", msg, {"nodes_with_room": room, "matching": 0, "demand": what}))
-            continue
         found = False
-        for name, asked, best, show in (("cpu", demand.cpu, best_cpu, format_cpu), ("memory", demand.ram, best_ram, format_bytes),
-                                        ("pods", 1, best_pods, str)):
-            if asked and best < asked:
-                msg = f"{name}: {show(asked)} requested per pod, the best of the {nodes} has {show(max(best, 0))} free"
-                blocking.append(PlacementReason("InsufficientResource", msg, {"resource": name, "requested": asked, "best_free": max(best, 0), "demand": what}))
+        for name, asked, free, show in (("cpu", demand.cpu, best[0], format_cpu), ("memory", demand.ram, best[1], format_bytes),
+                                        ("pods", 1, best[2], str)):
+            if asked and free < asked:
+                msg = f"{name}: {show(asked)} requested per pod, the best node with room for its GPUs has {show(free)} free"
+                blocking.append(PlacementReason("InsufficientResource", msg, {"resource": name, "requested": asked, "best_free": free, "demand": what}))
                 found = True
-        if not found and counted < by_gpu:
+        flt = demand.node_filter
+        if not found and flt is not None:
+            matched = sum(1 for node in index.flat.root.nodes
+                          if node.spec is not None and node.spec.model in keys and node.gpu_capacity(gpu_only, per_gpu) > 0
+                          and flt.matches(node.name, node.spec.labels))
+            if not matched:
+                msg = f"node selector: no node with room for its GPUs matches {flt.describe()}"
+                blocking.append(PlacementReason("NodeSelectorMismatch", msg, {"matching": 0, "demand": what}))
+                found = True
+        if found:
+            continue
+        counted = _cap(index, tree.root, demand, per_gpu)
+        if counted < by_gpu and counted < count:
             parts = [p for p, on in (("cpu", demand.cpu), ("memory", demand.ram), ("pod slots", True), ("the node filter", flt is not None)) if on]
-            msg = (f"{', '.join(parts)} cut the room for pods of {what} from {by_gpu} (by GPUs) to {counted}"
-                   f" on the {nodes}" + (f" ({matched} match {flt.describe()})" if flt is not None else ""))
-            limiting.append(PlacementReason("ResourcesLimit", msg, {"by_gpus": by_gpu, "fits": counted, "matching": matched, "demand": what}))
+            msg = f"{', '.join(parts)} cut the room in topology {tree.name} for pods of {what} from {by_gpu} (by GPUs) to {counted}"
+            limiting.append(PlacementReason("ResourcesLimit", msg, {"by_gpus": by_gpu, "fits": counted, "demand": what}))
     return blocking, limiting
 
 
 def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, per_gpu) -> tuple[PlacementReason, ...]:
     """Ranked reasons a gang fits no domain of `level` (-1: not even the whole topology)."""
-    blocking, limiting = _resources(index, needs, per_gpu)
+    blocking, limiting = _resources(index, tree, needs, per_gpu)
     reasons: list[PlacementReason] = list(blocking)  # the resource that ran out first: it is the story
     mixed = len(needs) > 1
     pods = sum(c for c, _d in needs)

@@ -70,7 +70,7 @@ class PlacementIndex(Reservations):
         self._answers: dict[tuple[str, GangRequest], object] = {}
         self._answers_at = -1
         self.labels: dict[str, LabelCounts] = {}  # model key -> label values of its nodes: which node filters all of them pass
-        self.exact_memo: tuple = (-1, None, False)  # (version, demand, GPU capacity exact for it): query.exact_everywhere
+        self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): query._judge
 
     # ---- building ----------------------------------------------------------------------
     @classmethod

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
-from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, certain, possible
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, bound, certain
 from policy.placement.capacity import model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
@@ -87,50 +87,107 @@ def _with_tolerations(index: "PlacementIndex", needs: Need, tolerations) -> Need
     return [(c, replace(d, tolerated=ok)) for c, d in needs] if ok else needs
 
 
-def exact_everywhere(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> bool:
-    """Whether GPU capacity is exact for `demand` in every domain: cpu, memory and pod slots never run out first anywhere.
+def _judge(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> tuple[bool, bool]:
+    """(exact, possible) for `demand`, from the flat root (every node), once per demand and index version.
 
-    Asked of the flat root (every node), once per demand and index version: when it holds,
-    the bucket fast path and the per-domain GPU aggregates answer as before.
+    exact: cpu, memory and pod slots never run out before GPUs on any node, so the GPU
+    aggregates (and the bucket fast path) answer as they are. possible: some node with GPU
+    room has the cpu, memory and pod slot one pod asks; when not, nothing holds a pod.
     """
     memo = index.exact_memo
     if memo[0] == index.version and memo[1] is demand:
-        return memo[2]
-    aggs = index.flat.root.aggs
-    ok = all(certain(agg, demand) for key in keys if (agg := aggs.get(key)) is not None and agg.nodes)
-    index.exact_memo = (index.version, demand, ok)
-    return ok
+        return memo[2], memo[3]
+    aggs = [agg for key in keys if (agg := index.flat.root.aggs.get(key)) is not None and agg.nodes]
+    exact = all(certain(agg, demand) for agg in aggs)
+    ok = exact or any(bound(agg, demand) != 0 for agg in aggs)
+    index.exact_memo = (index.version, demand, exact, ok)
+    return exact, ok
 
 
-def exact_cap(domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...], memory: dict[str, int]) -> int:
+def exact_everywhere(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> bool:
+    """Whether GPU capacity is exact for `demand` in every domain (see `_judge`)."""
+    return _judge(index, demand, keys)[0]
+
+
+NODE_BUDGET = 1024  # nodes counted one by one per query, once a fitting domain is known (docs/placement.md)
+
+
+def exact_cap(domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...], memory: dict[str, int], seen: list[int] | None = None) -> int:
     """Pods of `demand` the domain holds counting cpu, memory, pod slots and the node filter: its GPU capacity where
-    the resource classes make that certain, else the sum over its children, down to its nodes."""
+    the resource aggregates make that certain, 0 where they rule one pod out, else the sum over its children, down
+    to its nodes (`seen[0]` counts the nodes looked at)."""
     gpu = domain.capacity(demand, per_gpu, keys, memory)
     if not gpu:
         return 0
     aggs = [agg for key in keys if (agg := domain.aggs.get(key)) is not None and agg.nodes]
     if all(certain(agg, demand) for agg in aggs):
         return gpu
-    if not any(possible(agg, demand) for agg in aggs):
+    if all(bound(agg, demand) == 0 for agg in aggs):
         return 0
     if domain.nodes:
-        return sum(node.capacity(demand, per_gpu) for node in domain.nodes if node.spec is not None and node.spec.model in keys)
-    return sum(exact_cap(child, demand, per_gpu, keys, memory) for child in domain.children.values())
+        nodes = domain.nodes
+    elif domain.level + 1 < len(domain.tree.per_node) and domain.tree.per_node[domain.level + 1]:
+        nodes = [node for child in domain.children.values() for node in child.nodes]  # hosts: count their nodes directly
+    else:
+        return sum(exact_cap(child, demand, per_gpu, keys, memory, seen) for child in domain.children.values())
+    if seen is not None:
+        seen[0] += len(nodes)
+    return count_nodes(nodes, demand, per_gpu, keys, memory)
+
+
+def count_nodes(nodes, demand: Demand, per_gpu: int | None, keys: tuple[str, ...], memory: dict[str, int]) -> int:
+    """Σ node.capacity(demand) over the nodes of the asked models; the whole-GPU, unshared case inlined (it is most of them)."""
+    total = 0
+    whole, cpu, ram, flt = demand.whole, demand.cpu, demand.ram, demand.node_filter
+    fits_memory = {key: not demand.memory or memory.get(key, 0) * whole >= demand.memory for key in keys} if whole else None
+    for node in nodes:
+        spec = node.spec
+        if spec is None or spec.model not in keys:
+            continue
+        if whole and not node.shared and spec.eligible and fits_memory[spec.model]:
+            n = (spec.gpus - node.whole_used) // whole
+            if n <= 0:
+                continue
+            slots = spec.pods - len(node.allocs)
+            if slots < n:
+                n = slots
+            if cpu:
+                c = (spec.cpu - node.cpu_used) // cpu
+                if c < n:
+                    n = c
+            if ram:
+                r = (spec.ram - node.ram_used) // ram
+                if r < n:
+                    n = r
+            if n > 0 and (flt is None or flt.matches(node.name, spec.labels)):
+                total += n
+        else:
+            total += node.capacity(demand, per_gpu)
+    return total
 
 
 def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None) -> int:
     keys = _keys(index, demand)
-    if exact_everywhere(index, demand, keys):
+    exact, ok = _judge(index, demand, keys)
+    if exact:
         return domain.capacity(demand, per_gpu, keys, index.model_memory)
-    return exact_cap(domain, demand, per_gpu, keys, index.model_memory)
+    return exact_cap(domain, demand, per_gpu, keys, index.model_memory) if ok else 0
 
 
 def _bound(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...]) -> int:
-    """An upper bound of `_cap`, from the aggregates alone: GPU capacity, 0 when no node has the cpu/memory/slot of one pod."""
-    gpu = domain.capacity(demand, per_gpu, keys, index.model_memory)
-    if gpu and demand.extra and not any(possible(agg, demand) for key in keys if (agg := domain.aggs.get(key)) is not None and agg.nodes):
+    """An upper bound of `_cap` from the aggregates alone: GPU capacity, and per model the cpu/memory/slot sums' bound."""
+    if not _judge(index, demand, keys)[1]:
         return 0
-    return gpu
+    total = 0
+    memory = index.model_memory
+    for key in keys:
+        agg = domain.aggs.get(key)
+        if agg is None or not agg.nodes:
+            continue
+        gpu = domain.capacity(demand, per_gpu, (key,), memory)
+        by_res = bound(agg, demand)
+        total += gpu if by_res is None or by_res > gpu else by_res
+    return total
 
 
 def _split(items: list[tuple[int, object]], n: int) -> list[tuple[object, int]] | None:
@@ -209,7 +266,9 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
     if level < 0:
         cap = _cap(index, tree.root, demand, per_gpu)
         return (tree.root, cap) if cap >= count else None
-    exact = exact_everywhere(index, demand, keys)
+    exact, ok = _judge(index, demand, keys)
+    if not ok:
+        return None  # no node has the cpu, memory or pod slot of one pod
     if demand.whole in SHAPE_INDEX and len(keys) == 1 and exact:
         if _cap(index, tree.root, demand, per_gpu) < count:
             return None  # also covers a model whose devices are too small for the memory asked
@@ -219,6 +278,7 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
     seen = 0
     memory = index.model_memory
     caps: dict[Domain, int] = {}  # the walk's filter already computed each yielded domain's capacity
+    seen_nodes = [0]
 
     def keep(d: Domain) -> bool:
         if exact:
@@ -226,7 +286,7 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
         elif d.level < level:  # above the level asked, an upper bound prunes; exact counting only where it answers
             cap = _bound(index, d, demand, per_gpu, keys)
         else:
-            cap = exact_cap(d, demand, per_gpu, keys, memory)
+            cap = exact_cap(d, demand, per_gpu, keys, memory, seen_nodes)
         caps[d] = cap
         return cap >= count
 
@@ -237,8 +297,8 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
             best = (d, cap)
             if cap == count:
                 break  # a perfect fit cannot be beaten
-        if seen >= SCAN_LIMIT:
-            break  # a huge level: the tightest of the first SCAN_LIMIT fitting domains (docs/placement.md)
+        if seen >= SCAN_LIMIT or seen_nodes[0] >= NODE_BUDGET:
+            break  # a huge level: the tightest of the first fitting domains seen (docs/placement.md)
     return best
 
 

@@ -23,6 +23,12 @@ BLOCK_RACKS = 16
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 LABELS = {"block": "topology.acme.io/block", "rack": "topology.acme.io/rack", "host": "kubernetes.io/hostname"}
 SIZES = (1, 8, 64, 512)
+NODE_CPU, NODE_MEMORY = "190", "2000Gi"  # allocatable of every node (with "pods": "110")
+CPU_PER_GPU, MEMORY_PER_GPU = 16, 128  # what GPU pods request per GPU (cores, GiB), so cpu and memory are in the model
+# Query shapes that ask cpu and memory too: (name, pods, cpu cores, memory GiB) of one-GPU pods. `cpu16` never
+# runs out before GPUs (the resource classes say so: the bucket fast path); `cpu120` does (one per node: nodes
+# are counted); `cpu200` asks more than any node has (does not fit: the reason names cpu, with numbers).
+RESOURCE_SHAPES = (("cpu16", 8, 16, 128), ("cpu16", 64, 16, 128), ("cpu120", 8, 120, 64), ("cpu200", 1, 200, 64))
 
 
 def add_arguments(parser) -> None:
@@ -47,19 +53,21 @@ def _node(i: int, levels: list[str], gpus: int) -> dict:
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": values["host"], "labels": labels},
         "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
-        "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "190", "memory": "2000Gi"},
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"},
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
-def _pod(name: str, node: str, gpus: int | None, share: str | None = None) -> dict:
+def _pod(name: str, node: str, gpus: int | None, share: str | None = None, cpu: str | None = None, memory: str | None = None) -> dict:
     limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     meta = {"name": name, "namespace": "team-a", "uid": name}
     if share:
         meta["annotations"] = {"gpu-fraction": share}
+    g = gpus or 1
+    requests = {"cpu": cpu or str(CPU_PER_GPU * g), "memory": memory or f"{MEMORY_PER_GPU * g}Gi"}
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-        "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": limits}}]},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": limits, "requests": requests}}]},
         "status": {"phase": "Running"},
     }
 
@@ -73,7 +81,9 @@ def _cluster(n: int, gpus: int, levels: list[str], rng: random.Random) -> tuple[
         if roll < 0.30:
             pods.append(_pod(f"p{i}", name, rng.randint(1, gpus)))
         elif roll < 0.32:
-            pods.append(_pod(f"s{i}", name, None, "0.25"))  # a KAI-style quarter of one GPU
+            pods.append(_pod(f"s{i}", name, None, "0.25", cpu="4", memory="32Gi"))  # a KAI-style quarter of one GPU
+        if rng.random() < 0.20:  # a GPU-less agent (log shipper, exporter): it takes cpu, memory and a pod slot
+            pods.append(_pod(f"a{i}", name, None, cpu="500m", memory="1Gi"))
     return nodes, pods
 
 
@@ -146,7 +156,7 @@ def run(args) -> int:
         naive.add_node(node, args.gpus_per_node)
     for pod in pods:
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
-        if limits:  # the naive baseline ignores shared slices
+        if limits:  # the naive baseline ignores shared slices, cpu and memory
             naive.bind(pod["spec"]["nodeName"], int(limits["nvidia.com/gpu"]))
     gc.freeze()  # the baseline's 256k path tuples too, so no full collection rescans them mid-measurement
 
@@ -162,6 +172,13 @@ def run(args) -> int:
               for level in levels for size in SIZES]
     # What `fraction` blocks ask on every shared-GPU admission: any device with room for a quarter, ≤ 4 sharers.
     shapes.append(("flat-share", 1, GangRequest((PodSet("slice", 1, 250, fraction=250),), topology=FLAT, per_gpu=4)))
+    from policy.placement.needs import PodNeeds
+
+    for name, size, cores, gib in RESOURCE_SHAPES:
+        needs = PodNeeds(cpu=cores * 1000, memory=gib * 2**30)
+        for level in levels[:2]:
+            shapes.append((f"{level}-{name}", size, GangRequest((PodSet("worker", size, 1000, gpu_product=PRODUCT, needs=needs),),
+                                                                 topology="fabric", required=level)))
     for level, size, gang in shapes:
         li = levels.index(level) if level in levels else -1
         samples, cpu, fits = [], [], 0
@@ -236,12 +253,12 @@ def _print_table(f: dict) -> None:
     out = sys.stdout.write
     out(f"cluster: {f['nodes']} nodes, {f['gpus']} GPUs, {f['pods_loaded']} pods, levels {','.join(f['levels'])}\n")
     out(f"load: {f['load_ms'] / 1000:.2f} s (cpu {f['load_cpu_ms'] / 1000:.2f} s)   peak RSS: {f['peak_rss_mib']:.0f} MiB (generator: {f['generate_s']} s, not counted)\n")
-    out(f"{'query':<12}{'p50 ms':>9}{'p99 ms':>9}{'cpu p99':>9}{'fits':>9}{'naive p50':>11}{'ratio':>9}\n")
+    out(f"{'query':<17}{'p50 ms':>9}{'p99 ms':>9}{'cpu p99':>9}{'fits':>9}{'naive p50':>11}{'ratio':>9}\n")
     for key, q in f["queries"].items():
         b = f["baseline_queries"][key]
         ratio = b["p50_ms"] / q["p50_ms"] if q["p50_ms"] and b["p50_ms"] else 0.0
         naive = f"{b['p50_ms']:>10.1f}{ratio:>8.0f}x" if ratio else f"{'-':>10}{'-':>9}"
-        out(f"{key:<12}{q['p50_ms']:>9.3f}{q['p99_ms']:>9.3f}{q['cpu_p99_ms']:>9.3f}{q['fits']:>5}/{q['runs']:<4}{naive}\n")
+        out(f"{key:<17}{q['p50_ms']:>9.3f}{q['p99_ms']:>9.3f}{q['cpu_p99_ms']:>9.3f}{q['fits']:>5}/{q['runs']:<4}{naive}\n")
     out(f"pod-bind event: p50 {f['event_bind_p50_ms'] * 1000:.1f} µs, p99 {f['event_bind_p99_ms'] * 1000:.1f} µs, "
         f"cpu p99 {f['event_bind_cpu_p99_ms'] * 1000:.1f} µs "
         f"(naive dict update p50 {f['baseline_event_bind_p50_ms'] * 1000:.2f} µs: it pays at query time instead)\n")
