@@ -143,7 +143,7 @@ def model_key(product: str | None, gpu_models: Mapping[str, tuple[str, int]]) ->
 def _ready(status: Mapping) -> bool:
     conditions = status.get("conditions")
     for cond in conditions if isinstance(conditions, list) else ():
-        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+        if is_map(cond) and cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False  # a node that never reported Ready is not schedulable
 
@@ -152,7 +152,7 @@ def _blocking_taints(spec: Mapping, tolerated: frozenset[str]) -> tuple[tuple[st
     taints = spec.get("taints")
     out = set()
     for taint in taints if isinstance(taints, list) else ():
-        if not isinstance(taint, Mapping) or taint.get("effect") not in _BLOCKING_EFFECTS:
+        if not is_map(taint) or taint.get("effect") not in _BLOCKING_EFFECTS:
             continue
         key = str(taint.get("key") or "")
         if key in tolerated:
@@ -175,16 +175,25 @@ def _gpu_count(status: Mapping) -> int:
         return 0
 
 
-def _allocatable(status: Mapping, name: str, milli: bool) -> int:
-    raw = mapping(status.get("allocatable")).get(name)
+_ALLOCATABLE: dict[tuple[str, bool], int] = {}  # (text, milli) -> value: nodes of a pool state the same amounts
+
+
+def _allocatable(allocatable: Mapping, name: str, milli: bool) -> int:
+    raw = allocatable.get(name)
     if raw is None:
         return UNLIMITED
     if type(raw) is str and raw.isdigit():
         return int(raw) * 1000 if milli else int(raw)
-    try:
-        return max(0, to_milli(str(raw)) if milli else to_int(str(raw)))
-    except QuantityError:
-        return 0  # a malformed allocatable takes nothing
+    text = raw if type(raw) is str else str(raw)
+    hit = _ALLOCATABLE.get((text, milli))
+    if hit is None:
+        try:
+            hit = max(0, to_milli(text) if milli else to_int(text))
+        except QuantityError:
+            hit = 0  # a malformed allocatable takes nothing
+        if len(_ALLOCATABLE) < 4096:
+            _ALLOCATABLE[(text, milli)] = hit
+    return hit
 
 
 def _memory(labels: Mapping, model: str, product: str | None, gpu_models: Mapping[str, tuple[str, int]]) -> int:
@@ -238,5 +247,6 @@ def read_node(
     gpus = _gpu_count(status)
     if gpus <= 0:  # not tracked: skip reading the rest
         return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints)
+    alloc = mapping(status.get("allocatable"))
     return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints,
-                    _allocatable(status, "cpu", True), _allocatable(status, "memory", False), _allocatable(status, "pods", False), labels)
+                    _allocatable(alloc, "cpu", True), _allocatable(alloc, "memory", False), _allocatable(alloc, "pods", False), labels)

@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
 from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, resource_classes
-from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, mapping, read_node
+from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
 from policy.placement.query import demand_of, fits, search
@@ -34,9 +34,12 @@ def _pod_key(pod: Mapping) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
 
 
+_NO_STATUS: dict = {}
+
+
 def _usable(pod: Mapping) -> bool:
     """The parts `is_live` and the demand reader look into are objects (odd input never raises)."""
-    return all(isinstance(pod.get(k), Mapping) for k in ("metadata", "spec")) and isinstance(pod.get("status", {}), Mapping)
+    return is_map(pod.get("metadata")) and is_map(pod.get("spec")) and is_map(pod.get("status", _NO_STATUS))
 
 
 class PlacementIndex(Reservations):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from lang.quantity import QuantityError, to_int, to_milli
+from policy.placement.capacity import is_map
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -93,7 +94,7 @@ def _expr(labels: Mapping, e: tuple[str, str, tuple[str, ...]]) -> bool:
 def _requirements(raw) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     out = []
     for e in raw if isinstance(raw, list) else ():
-        if not isinstance(e, Mapping):
+        if not is_map(e):
             out.append(("", "Invalid", ()))  # a malformed expression selects nothing
             continue
         values = e.get("values")
@@ -105,15 +106,15 @@ def _requirements(raw) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
 def node_filter(spec: Mapping) -> NodeFilter | None:
     """The node filter of a pod spec, or None when it has neither a nodeSelector nor required node affinity."""
     selector = spec.get("nodeSelector")
-    pairs = tuple(sorted((str(k), str(v)) for k, v in selector.items())) if isinstance(selector, Mapping) else ()
+    pairs = tuple(sorted((str(k), str(v)) for k, v in selector.items())) if is_map(selector) else ()
     affinity = spec.get("affinity")
-    node_aff = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    required = node_aff.get(_REQUIRED) if isinstance(node_aff, Mapping) else None
+    node_aff = affinity.get("nodeAffinity") if is_map(affinity) else None
+    required = node_aff.get(_REQUIRED) if is_map(node_aff) else None
     terms = None
-    if isinstance(required, Mapping):
+    if is_map(required):
         raw_terms = required.get("nodeSelectorTerms")
         terms = tuple(
-            (_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields"))) if isinstance(t, Mapping) else ((), ())
+            (_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields"))) if is_map(t) else ((), ())
             for t in (raw_terms if isinstance(raw_terms, list) else ())
         )
     if not pairs and terms is None:
@@ -141,15 +142,15 @@ def _quantity(raw, cache: dict[str, int], milli: bool) -> int:
 
 
 def _container(c) -> tuple[int, int]:
-    if not isinstance(c, Mapping):
+    if not is_map(c):
         return 0, 0
     res = c.get("resources")
-    if not isinstance(res, Mapping):
+    if not is_map(res):
         return 0, 0
     req = res.get("requests")
     lim = res.get("limits")
-    req = req if isinstance(req, Mapping) else {}
-    lim = lim if isinstance(lim, Mapping) else {}
+    req = req if is_map(req) else {}
+    lim = lim if is_map(lim) else {}
     cpu = req.get("cpu", lim.get("cpu"))  # a limit without a request defaults the request to it
     mem = req.get("memory", lim.get("memory"))
     return (_quantity(cpu, _CPU, True) if cpu is not None else 0), (_quantity(mem, _MEM, False) if mem is not None else 0)
@@ -168,7 +169,7 @@ def pod_requests(spec: Mapping) -> tuple[int, int]:
         side_cpu = side_mem = init_cpu = init_mem = 0
         for c in inits:
             a, b = _container(c)
-            if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":  # a sidecar runs beside what follows
+            if is_map(c) and c.get("restartPolicy") == "Always":  # a sidecar runs beside what follows
                 side_cpu += a
                 side_mem += b
                 init_cpu, init_mem = max(init_cpu, side_cpu), max(init_mem, side_mem)
@@ -176,7 +177,7 @@ def pod_requests(spec: Mapping) -> tuple[int, int]:
                 init_cpu, init_mem = max(init_cpu, side_cpu + a), max(init_mem, side_mem + b)
         cpu, mem = max(cpu + side_cpu, init_cpu), max(mem + side_mem, init_mem)
     overhead = spec.get("overhead")
-    if isinstance(overhead, Mapping):
+    if is_map(overhead):
         if overhead.get("cpu") is not None:
             cpu += _quantity(overhead["cpu"], _CPU, True)
         if overhead.get("memory") is not None:
@@ -186,7 +187,7 @@ def pod_requests(spec: Mapping) -> tuple[int, int]:
 
 def pod_needs(spec: Mapping) -> PodNeeds | None:
     """What a pod spec asks of its node besides GPUs, or None when it asks nothing (no requests, no filter)."""
-    if not isinstance(spec, Mapping):
+    if not is_map(spec):
         return None
     cpu, mem = pod_requests(spec)
     flt = node_filter(spec)
