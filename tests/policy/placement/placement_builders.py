@@ -12,8 +12,9 @@ BLOCK, RACK, HOST = "topology.acme.io/block", "topology.acme.io/rack", "kubernet
 FABRIC = [("fabric", [("block", BLOCK), ("rack", RACK), ("host", HOST)])]
 
 
-def node(name, block="b1", rack="r1", *, gpus=4, product=H100, ready=True, cordoned=False, taints=(), memory_mib=None, labels=None):
-    """A GPU node in `block`/`rack` (rack values are made unique per block)."""
+def node(name, block="b1", rack="r1", *, gpus=4, product=H100, ready=True, cordoned=False, taints=(), memory_mib=None, labels=None,
+         cpu="96", memory=None, max_pods=None):
+    """A GPU node in `block`/`rack` (rack values are made unique per block); `cpu`, `memory`, `max_pods`: allocatable (None: unstated)."""
     meta_labels = {BLOCK: block, RACK: f"{block}-{rack}", HOST: name, "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus)}
     if memory_mib is not None:
         meta_labels["nvidia.com/gpu.memory"] = str(memory_mib)
@@ -27,15 +28,18 @@ def node(name, block="b1", rack="r1", *, gpus=4, product=H100, ready=True, cordo
         "metadata": {"name": name, "uid": f"uid-{name}", "labels": meta_labels},
         "spec": spec,
         "status": {
-            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96"},
+            "allocatable": {"nvidia.com/gpu": str(gpus), **{k: str(v) for k, v in (("cpu", cpu), ("memory", memory), ("pods", max_pods)) if v is not None}},
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }
 
 
-def pod(name, node_name=None, *, gpus=1, share=None, phase="Running", namespace="team-a", annotations=None):
-    """A pod holding `gpus` whole GPUs, or (with `share`, e.g. "0.25") a KAI `gpu-fraction` of one GPU."""
+def pod(name, node_name=None, *, gpus=1, share=None, phase="Running", namespace="team-a", annotations=None, cpu=None, memory=None):
+    """A pod holding `gpus` whole GPUs, or (with `share`, e.g. "0.25") a KAI `gpu-fraction` of one GPU; `cpu`/`memory`: requests."""
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus and share is None else {}
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    if requests:
+        resources["requests"] = requests
     spec = {"containers": [{"name": "main", "image": "x", "resources": resources}]}
     if node_name:
         spec["nodeName"] = node_name

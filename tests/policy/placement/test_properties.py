@@ -14,10 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.policy.placement.placement_builders import BLOCK, H100, HOST, L4, MODELS, RACK, node, pod
 
+from lang.quantity import to_int, to_milli
 from policy.placement import GangRequest, PlacementIndex
 from policy.placement.aggregates import SHAPES
 from policy.placement.devices import FULL, Demand
-from policy.placement.query import fits, search
+from policy.placement.needs import pod_needs
+from policy.placement.query import _cap, _needs, fits, search
 from policy.subject.model import PodSet
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
@@ -300,3 +302,157 @@ def test_reserve_bind_release_expire_match_recomputation(cluster, ops):
     for name in names:
         assert idx.free_milli(name) == fresh.free_milli(name), name
         assert idx.nodes[name].whole_used == fresh.nodes[name].whole_used
+
+
+# ---- cpu, memory, pod slots and node filters: the index against a brute-force scan ----------------------------
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+INF = 1 << 62  # unstated allocatable (an int: float inf // n is nan)
+
+
+@st.composite
+def resource_clusters(draw):
+    """(topologies, nodes, pods): nodes with cpu/memory/pod allocatable (sometimes unstated) and pool/tier labels;
+    bound pods requesting cpu and memory, some asking no GPU at all."""
+    topologies = draw(st.sampled_from([THREE, TWO]))
+    nodes, pods = [], []
+    for i in range(draw(st.integers(1, 10))):
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        state = draw(st.sampled_from(["ok"] * 6 + ["cordoned", "tainted"]))
+        labels = {k: v for k, v in (("pool", draw(st.sampled_from(["a", "b", None]))), ("tier", draw(st.sampled_from(["1", "5", "10", "x", None]))))
+                  if v is not None}
+        nodes.append(node(
+            f"n{i}", f"b{draw(st.integers(0, 1))}", f"r{draw(st.integers(0, 1))}", gpus=gpus,
+            product=draw(st.sampled_from([H100, H100, L4])), cordoned=state == "cordoned",
+            taints=[{"key": "maint", "effect": "NoSchedule"}] if state == "tainted" else [], labels=labels,
+            cpu=draw(st.sampled_from([None, "8", "16", "64", "7500m"])), memory=draw(st.sampled_from([None, "64Gi", "256Gi"])),
+            max_pods=draw(st.sampled_from([None, 1, 2, 3, 110])),
+        ))
+        used = draw(st.integers(0, gpus))
+        if used:
+            pods.append(pod(f"w{i}", f"n{i}", gpus=used, cpu=draw(st.sampled_from([None, "2", "4500m"])), memory=draw(st.sampled_from([None, "8Gi"]))))
+        for j in range(draw(st.integers(0, 2))):
+            pods.append(pod(f"c{i}-{j}", f"n{i}", gpus=0, cpu=draw(st.sampled_from([None, "1", "250m"])), memory=draw(st.sampled_from([None, "1Gi"]))))
+    return topologies, nodes, pods
+
+
+EXPRESSIONS = st.builds(
+    lambda key, op, values: {"key": key, "operator": op, **({"values": values} if op not in ("Exists", "DoesNotExist") else {})},
+    st.sampled_from(["pool", "tier", "zone"]), st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+    st.lists(st.sampled_from(["a", "b", "1", "5", "3"]), min_size=1, max_size=2),
+)
+FIELDS = st.builds(lambda op, names: {"key": "metadata.name", "operator": op, "values": names},
+                   st.sampled_from(["In", "NotIn"]), st.lists(st.sampled_from(["n0", "n1", "n2"]), min_size=1, max_size=2))
+TERMS = st.lists(st.fixed_dictionaries({}, optional={"matchExpressions": st.lists(EXPRESSIONS, max_size=2),
+                                                     "matchFields": st.lists(FIELDS, max_size=1)}), min_size=1, max_size=2)
+FILTERS = st.fixed_dictionaries({}, optional={
+    "nodeSelector": st.dictionaries(st.sampled_from(["pool", "tier"]), st.sampled_from(["a", "b", "5"]), max_size=1),
+    "affinity": st.builds(lambda terms: {"nodeAffinity": {REQ: {"nodeSelectorTerms": terms}}}, TERMS),
+})
+
+
+def _bf_requirement(e: dict, have) -> bool:
+    op, values = e["operator"], e.get("values", [])
+    if op == "In":
+        return have is not None and have in values
+    if op == "NotIn":
+        return have is None or have not in values
+    if op == "Exists":
+        return have is not None
+    if op == "DoesNotExist":
+        return have is None
+    number = have is not None and have.lstrip("-").isdigit() and len(values) == 1 and values[0].lstrip("-").isdigit()
+    if not number:
+        return False
+    return int(have) > int(values[0]) if op == "Gt" else int(have) < int(values[0])
+
+
+def _bf_matches(n: dict, spec: dict) -> bool:
+    """nodeSelector and required node affinity, read straight from the Kubernetes docs."""
+    labels, name = n["metadata"]["labels"], n["metadata"]["name"]
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = spec.get("affinity", {}).get("nodeAffinity", {}).get(REQ)
+    if required is None:
+        return True
+    for term in required["nodeSelectorTerms"]:
+        exprs, fields = term.get("matchExpressions", []), term.get("matchFields", [])
+        if (exprs or fields) and all(_bf_requirement(e, labels.get(e["key"])) for e in exprs) \
+                and all(_bf_requirement(f, name) for f in fields):
+            return True
+    return False
+
+
+def _requested(p: dict, resource: str, milli: bool) -> int:
+    total = 0
+    for c in p["spec"]["containers"]:
+        raw = c["resources"].get("requests", {}).get(resource)
+        if raw is not None:
+            total += to_milli(raw) if milli else to_int(raw)
+    return total
+
+
+def _bf_free(n: dict, pods: list[dict]) -> tuple[float, float, float]:
+    """(cpu milli, memory bytes, pod slots) free on a node: allocatable minus the bound pods' requests (inf when unstated)."""
+    alloc = n["status"]["allocatable"]
+    here = [p for p in pods if p["spec"].get("nodeName") == n["metadata"]["name"]]
+    cpu = to_milli(alloc["cpu"]) - sum(_requested(p, "cpu", True) for p in here) if "cpu" in alloc else INF
+    ram = to_int(alloc["memory"]) - sum(_requested(p, "memory", False) for p in here) if "memory" in alloc else INF
+    slots = int(alloc["pods"]) - len(here) if "pods" in alloc else INF
+    return cpu, ram, slots
+
+
+@SETTINGS
+@given(resource_clusters(), DEMANDS, st.integers(1, 8), st.sampled_from([None, "1", "3", "4500m", "20"]),
+       st.sampled_from([None, "4Gi", "100Gi"]), FILTERS, st.data())
+def test_counting_cpu_memory_slots_and_selectors_matches_brute_force(cluster, demand, count, cpu, memory, flt, data):
+    topologies, nodes, pods = cluster
+    levels = topologies[0][1]
+    level = data.draw(st.integers(0, len(levels) - 1))
+    per_gpu = data.draw(st.sampled_from([None, 2])) if demand[1] else None
+    product = data.draw(st.sampled_from([None, H100, L4]))
+    tolerate = data.draw(st.booleans())
+    idx = PlacementIndex(topologies, MODELS)
+    for n in nodes:
+        idx.apply_node("ADDED", n)
+    for p in pods:
+        idx.apply_pod("ADDED", p)
+    spec = {"containers": [{"name": "c", "resources": {"requests": {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}}}], **flt}
+    needs = pod_needs(spec)
+    gpus, fraction = demand
+    gang = GangRequest((PodSet("w", count, gpus, fraction=fraction, gpu_product=product, needs=needs),), required=levels[level][0],
+                       per_gpu=per_gpu, tolerations=({"key": "maint", "operator": "Exists"},) if tolerate else ())
+    got = idx.query(gang)
+    want_cpu = to_milli(cpu) if cpu else 0
+    want_ram = to_int(memory) if memory else 0
+
+    def brute(n: dict) -> int:
+        cap = _node_max(idx, n, gpus, fraction, per_gpu, product, tolerate)
+        if not cap or not _bf_matches(n, spec):
+            return 0
+        free_cpu, free_ram, slots = _bf_free(n, pods)
+        for free, asked in ((free_cpu, want_cpu), (free_ram, want_ram), (slots, 1)):
+            if asked:
+                cap = min(cap, max(0, free // asked))
+        return int(cap)
+
+    caps = {path: sum(brute(n) for n in members) for path, members in _domains(topologies, nodes, level).items()}
+    asked = _needs(idx, gang)
+    if asked:  # every domain's exact capacity, as the query counts it, equals the brute force
+        tree = idx.trees["t"]
+        for path, cap in caps.items():
+            d = tree.root
+            for value in path:
+                d = d.children[value]
+            assert _cap(idx, d, asked[0][1], per_gpu) == cap, (path, cap)
+    fitting = {path: cap for path, cap in caps.items() if cap >= count}
+    assert got.fits == bool(fitting), (got.reason, caps)
+    assert idx.fits(gang) is got.fits
+    if not got.fits:
+        return
+    chosen = next(path for path in fitting if path[-1] == got.domain)
+    assert fitting[chosen] == min(fitting.values()), "the chosen domain is a tightest fit"
+    assert sum(got.nodes.values()) == count
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    for name, pods_here in got.nodes.items():
+        assert pods_here <= brute(by_name[name]), "never more than the node has free, by every resource"
