@@ -98,8 +98,9 @@ def _resources(index: "PlacementIndex", tree: Tree, needs: Need, per_gpu) -> tup
             continue
         counted = _cap(index, tree.root, demand, per_gpu)
         if counted < by_gpu and counted < count:
-            parts = [p for p, on in (("cpu", demand.cpu), ("memory", demand.ram), ("pod slots", True), ("the node filter", flt is not None)) if on]
-            msg = f"{', '.join(parts)} cut the room in topology {tree.name} for pods of {what} from {by_gpu} (by GPUs) to {counted}"
+            parts = [p for p, on in (("cpu", demand.cpu), ("memory", demand.ram), ("the node filter", flt is not None)) if on] + ["pod slots"]
+            msg = (f"with {', '.join(parts[:-1])} and {parts[-1]} counted" if len(parts) > 1 else "with pod slots counted") + (
+                f", topology {tree.name} has room for {counted} pods of {what}, not the {by_gpu} its free GPUs hold")
             limiting.append(PlacementReason("ResourcesLimit", msg, {"by_gpus": by_gpu, "fits": counted, "demand": what}))
     return blocking, limiting
 

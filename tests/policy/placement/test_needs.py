@@ -166,3 +166,11 @@ def test_a_selector_every_node_passes_keeps_the_fast_path():
     plain, selected = _gang(1), _gang(1, spec={"containers": [], "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}})
     assert idx.query(plain).nodes == idx.query(selected).nodes
     assert pod_needs({"containers": []}) is None and PodNeeds() == PodNeeds(0, 0, None)
+
+
+def test_a_limit_short_of_the_gang_is_ranked_after_the_capacity_with_both_numbers():
+    idx = index(_nodes(cpu="64"))
+    got = idx.query(_gang(5, gpus=1000, spec={"containers": [c("40")]}, required="block"))
+    limit = next(r for r in got.reasons if r.code == "ResourcesLimit")
+    assert limit.data["by_gpus"] == 32 and limit.data["fits"] == 4
+    assert "with cpu and pod slots counted" in limit.message

@@ -16,7 +16,7 @@ from tests.policy.placement.placement_builders import BLOCK, H100, HOST, L4, MOD
 
 from lang.quantity import to_int, to_milli
 from policy.placement import GangRequest, PlacementIndex
-from policy.placement.aggregates import SHAPES
+from policy.placement.aggregates import SHAPES, resource_classes, sums
 from policy.placement.devices import FULL, Demand
 from policy.placement.needs import pod_needs
 from policy.placement.query import _cap, _needs, fits, search
@@ -199,6 +199,20 @@ def check_aggregates(idx: PlacementIndex) -> None:
                 got_hist = {h: c for h, c in enumerate(agg.hist) if c} if agg else {}
                 assert got_hist == hist, (d.path, model)
                 assert (agg.partial if agg else {}) == partial, (d.path, model)
+                if agg and agg.res is not None:  # the flat root: resource classes and free amounts by node
+                    want_res = [{} for _ in range(6)]
+                    for state in under:
+                        if state.spec is not None and state.spec.model == model and state.contribution() is not None:
+                            for r, v in enumerate(resource_classes(state)):
+                                want_res[r][v] = want_res[r].get(v, 0) + 1
+                    assert agg.res == want_res, (d.path, model)
+                if agg and sums(agg) is not None:
+                    want_sums = [0, 0, 0]
+                    for state in under:
+                        if state.spec is not None and state.spec.model == model and state.contribution() is not None:
+                            for r, v in enumerate(resource_classes(state)[3:]):
+                                want_sums[r] += v
+                    assert list(sums(agg)) == want_sums, (d.path, model)
                 if agg:
                     assert agg.caps[: len(SHAPES)] == [sum((h // k) * c for h, c in hist.items()) for k in SHAPES]
                     if agg.lists is not None:
@@ -266,7 +280,7 @@ def test_reserve_bind_release_expire_match_recomputation(cluster, ops):
                 continue  # the scheduler binds only where the pod fits
             made += 1
             name = f"x{made}"
-            p = pod(name, where, share=op[2]) if op[2] == "0.25" else pod(name, where, gpus=int(op[2]))
+            p = pod(name, where, share=op[2], cpu="1") if op[2] == "0.25" else pod(name, where, gpus=int(op[2]), cpu="2", memory="1Gi")
             pods[name] = p
             idx.apply_pod("ADDED", p)
         elif kind == "unbind" and pods:
@@ -302,6 +316,8 @@ def test_reserve_bind_release_expire_match_recomputation(cluster, ops):
     for name in names:
         assert idx.free_milli(name) == fresh.free_milli(name), name
         assert idx.nodes[name].whole_used == fresh.nodes[name].whole_used
+        got_n, want_n = idx.nodes[name], fresh.nodes[name]
+        assert (got_n.cpu_used, got_n.ram_used, len(got_n.allocs)) == (want_n.cpu_used, want_n.ram_used, len(want_n.allocs)), name
 
 
 # ---- cpu, memory, pod slots and node filters: the index against a brute-force scan ----------------------------
