@@ -28,11 +28,19 @@ def _missing_group_member():
     return pod("m", "team-a", gpus=1, labels={"scheduling.x-k8s.io/pod-group": "ghost"})
 
 
+def _hami_cores(cores):
+    p = pod("h", "team-a")
+    p["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpucores": cores}}
+    return p
+
+
 @pytest.mark.parametrize(
     "obj, want_code, want_allowed",
     [
         (_bad_gpu("abc"), "MalformedQuantity", False),  # an explained denial
         (_missing_group_member(), "MissingGroup", True),  # a warning: pods may precede their group
+        (_hami_cores("120"), "ClampedGpuCores", True),  # HAMi clamps to 100 and places the pod: a warning
+        (_hami_cores("0"), "InvalidFraction", False),  # below 1 is still wrong
     ],
 )
 def test_problem_reasons(obj, want_code, want_allowed):
@@ -67,3 +75,12 @@ def test_objects_without_gpus_pass_quickly_with_no_patch(obj):
     req = wrap_manifest(obj, user="alice", groups=[], operation="CREATE")["request"]
     d = Engine(policy(quotas=QUOTAS)).decide(req, ClusterSnapshot(), 0.0, mutate=True)
     assert d.allowed and d.patch == () and d.reasons == () and d.blocks == ()
+
+
+def test_hami_cores_over_100_count_as_one_whole_device():
+    d = decide(_hami_cores("120"))
+    assert d.allowed and d.warnings and "clamps it to 100" in d.warnings[0]
+    from policy.subject.normalize import normalize_object
+
+    w = normalize_object(_hami_cores("120"), ClusterSnapshot())
+    assert w.gpus == 1000 and w.fraction is None  # a whole device, not a share of one
