@@ -53,7 +53,9 @@ class PodSet:
     gpu_memory: int | None = None
     gpu_product: str | None = None
     min_count: int | None = None  # the set's own minimum (Kueue minCount); None: the whole set, or the gang's minimum decides
-    needs: object = None  # policy.placement.needs.PodNeeds: cpu, memory and node filter per pod (None: none asked)
+    # policy.placement.needs.PodNeeds: cpu, memory and node filter per pod (None: none asked). Keyword-only, so
+    # positional construction of the fields above (and any added after them) is unchanged.
+    needs: object = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
