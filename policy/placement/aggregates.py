@@ -458,8 +458,35 @@ def apply_contribution(node: NodeState, old, new) -> None:
                 partial[state] = partial.get(state, 0) + 1
 
 
-def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple) -> None:
-    """A node stays counted and only its free whole devices change: histogram, caps and buckets."""
+def move_pod(node: NodeState, old, new, res) -> None:
+    """A pod bound or gone: the node's GPU contribution `old` -> `new` and its resource part -> `res`, in one pass."""
+    res_old = node.res
+    if old is None or new is None or old[1] != new[1] or res_old is None or res is None:
+        apply_contribution(node, old, new)  # the rarer shapes of change
+        if res != res_old:
+            apply_resources(node, res_old, res)
+        return
+    h_old, h_new = old[0], new[0]
+    _move_whole(node.aggs, h_old, h_new, _deltas(h_old, h_new) if h_old != h_new else (),
+                res[3] - res_old[3], res[4] - res_old[4], res[5] - res_old[5])
+    node.res = res
+    counts = node.aggs[0].res if node.aggs else None  # the flat root's class and free-amount counts
+    if counts is not None:
+        for r in range(6):
+            a = res_old[r]
+            b = res[r]
+            if a != b:
+                c = counts[r]
+                left = c[a] - 1
+                if left:
+                    c[a] = left
+                else:
+                    del c[a]
+                c[b] = c.get(b, 0) + 1
+
+
+def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple, d_cpu: int = 0, d_ram: int = 0, d_pods: int = 0) -> None:
+    """A node stays counted and only its free whole devices (and free cpu/memory/slots, by the deltas) change."""
     # Memory-bound at 256k nodes (each cold object costs a cache miss): touch only the agg, its
     # lists and the buckets; the buckets hold aggs, not domains, so hashing needs no extra object.
     for agg in aggs:
@@ -468,9 +495,13 @@ def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple) -> None:
         if len(hist) <= h_new:
             hist.extend([0] * (h_new + 1 - len(hist)))
         hist[h_new] += 1
+        caps = agg.caps
+        if len(caps) == _WITH_SUMS:  # the resource sums ride in caps (not at per-node levels)
+            caps[_CPU] += d_cpu
+            caps[_RAM] += d_ram
+            caps[_PODS] += d_pods
         if not deltas:
             continue
-        caps = agg.caps
         lists = agg.lists
         if lists is None:  # a root: nothing to rank
             for i, d in deltas:

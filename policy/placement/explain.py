@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, most_free
 from policy.placement.capacity import TAINT_SEP
 from policy.placement.devices import Demand
-from policy.placement.query import Need, _cap, _keys, _walk
+from policy.placement.query import Need, _bound, _cap, _keys, _walk, exact_everywhere
 from policy.placement.result import PlacementReason, describe_demand, format_cpu
 from lang.quantity import format_bytes
 
@@ -15,11 +15,33 @@ if TYPE_CHECKING:  # pragma: no cover
     from policy.placement.index import PlacementIndex
 
 
+EXPLAIN_NODES = 4096  # nodes a reason counts one by one; above, it gives the aggregates' bound ("at most")
+
+
+def _room(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu) -> tuple[int, bool]:
+    """(pods of `demand` the domain holds, exact?): exact where the aggregates are, or the domain is small enough to
+    count node by node; else the aggregates' upper bound, so a does-not-fit answer never scans 256k nodes."""
+    keys = _keys(index, demand)
+    if exact_everywhere(index, demand, keys):
+        return _cap(index, domain, demand, per_gpu), True
+    size = sum(agg.nodes for key in keys if (agg := domain.aggs.get(key)) is not None)
+    if size <= EXPLAIN_NODES:
+        return _cap(index, domain, demand, per_gpu), True
+    return _bound(index, domain, demand, per_gpu, keys), False
+
+
+def _at_most(n: int, exact: bool) -> str:
+    return str(n) if exact else f"at most {n}"
+
+
 def _roomiest(index: "PlacementIndex", tree: Tree, level: int, demand: Demand, per_gpu) -> tuple[Domain | None, int]:
     keys = _keys(index, demand)
-    if demand.whole in SHAPE_INDEX and len(keys) == 1 and _cap(index, tree.root, demand, per_gpu) > 0:
-        d = tree.largest(level, keys[0], demand.whole)
-        return (d, _cap(index, d, demand, per_gpu)) if d is not None else (None, 0)
+    exact = exact_everywhere(index, demand, keys)
+    if demand.whole in SHAPE_INDEX and len(keys) == 1 and (not exact or _cap(index, tree.root, demand, per_gpu) > 0):
+        d = tree.largest(level, keys[0], demand.whole)  # when cpu or memory may bind first: the roomiest by GPUs
+        return (d, _room(index, d, demand, per_gpu)[0]) if d is not None else (None, 0)
+    if not exact and sum(agg.nodes for key in keys if (agg := tree.root.aggs.get(key)) is not None) > EXPLAIN_NODES:
+        return None, 0  # finding the roomiest would count every node
     best: tuple[Domain | None, int] = (None, 0)
     for d in _walk(tree.root, level, lambda d: _cap(index, d, demand, per_gpu) > best[1]):
         cap = _cap(index, d, demand, per_gpu)
@@ -96,8 +118,8 @@ def _resources(index: "PlacementIndex", tree: Tree, needs: Need, per_gpu) -> tup
                 found = True
         if found:
             continue
-        counted = _cap(index, tree.root, demand, per_gpu)
-        if counted < by_gpu and counted < count:
+        counted, exact = _room(index, tree.root, demand, per_gpu)
+        if exact and counted < by_gpu and counted < count:
             parts = [p for p, on in (("cpu", demand.cpu), ("memory", demand.ram), ("the node filter", flt is not None)) if on] + ["pod slots"]
             msg = (f"with {', '.join(parts[:-1])} and {parts[-1]} counted" if len(parts) > 1 else "with pod slots counted") + (
                 f", topology {tree.name} has room for {counted} pods of {what}, not the {by_gpu} its free GPUs hold")
@@ -112,15 +134,16 @@ def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, 
     mixed = len(needs) > 1
     pods = sum(c for c, _d in needs)
     for count, demand in needs:
-        total = _cap(index, tree.root, demand, per_gpu)
+        total, exact = _room(index, tree.root, demand, per_gpu)
         if total >= count:
             continue
         what = describe_demand(demand)
-        msg = f"topology {tree.name} has room for {total} of {count} pods of {what} in all"
-        off_tree = _cap(index, index.flat.root, demand, per_gpu) - total
-        if off_tree > 0 and tree is not index.flat:
-            msg += f" ({off_tree} more on GPU nodes missing its labels {', '.join(tree.labels)})"
-        reasons.append(PlacementReason("InsufficientCapacity", msg, {"pods": count, "fits": total, "demand": what}))
+        msg = f"topology {tree.name} has room for {_at_most(total, exact)} of {count} pods of {what} in all"
+        if tree is not index.flat:
+            everywhere, exact_flat = _room(index, index.flat.root, demand, per_gpu)
+            if everywhere > total and exact and exact_flat:
+                msg += f" ({everywhere - total} more on GPU nodes missing its labels {', '.join(tree.labels)})"
+        reasons.append(PlacementReason("InsufficientCapacity", msg, {"pods": count, "fits": total, "exact": exact, "demand": what}))
     if level >= 0:
         name = tree.level_names[level]
         if mixed:
@@ -129,16 +152,18 @@ def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, 
         else:
             count, demand = needs[0]
             best, cap = _roomiest(index, tree, level, demand, per_gpu)
-            total = _cap(index, tree.root, demand, per_gpu)
+            total, exact = _room(index, tree.root, demand, per_gpu)
             msg = f"no {name} of topology {tree.name} holds {count} pods of {describe_demand(demand)}"
             data: dict[str, object] = {"level": name, "pods": count, "best_fits": cap, "topology_fits": total}
             if best is not None:
-                msg += f"; the roomiest, {best.describe()}, fits {cap} of {count}"
+                by = "" if exact_everywhere(index, demand, _keys(index, demand)) else " by GPUs"
+                msg += f"; the roomiest{by}, {best.describe()}, fits {cap} of {count}"
                 data["best_domain"] = best.value
                 parent = best.parent
                 if parent is not None and parent.level >= 0:
-                    msg += f"; {parent.describe()} fits {_cap(index, parent, demand, per_gpu)} across its {name}s"
-            msg += f"; the whole topology fits {total}"
+                    held, held_exact = _room(index, parent, demand, per_gpu)
+                    msg += f"; {parent.describe()} fits {_at_most(held, held_exact)} across its {name}s"
+            msg += f"; the whole topology fits {_at_most(total, exact)}"
             # Ranked after InsufficientCapacity: when capacity is short, fragmentation is not the story.
             reasons.append(PlacementReason("NoDomainFits", msg, data))
     reasons.extend(limiting)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, resource_classes
+from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, resource_classes
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -233,10 +233,7 @@ class PlacementIndex(Reservations):
         out = change()
         after = state.contribution()
         if before is not None or after is not None:
-            apply_contribution(state, before, after)
-        res = resource_classes(state) if after is not None else None
-        if res != state.res:
-            apply_resources(state, state.res, res)
+            move_pod(state, before, after, resource_classes(state) if after is not None else None)
         return out
 
     def apply_pod(self, event: str, pod: Mapping) -> None:
@@ -281,10 +278,7 @@ class PlacementIndex(Reservations):
         state.add(key, demand)
         after = state.contribution()
         if before is not None or after is not None:
-            apply_contribution(state, before, after)
-            res = resource_classes(state) if after is not None else None
-            if res != state.res:
-                apply_resources(state, state.res, res)
+            move_pod(state, before, after, resource_classes(state) if after is not None else None)
         self._pods[key] = (node_name, demand)
 
     def _pod_demand(self, pod: Mapping) -> Demand:

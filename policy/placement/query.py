@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
-from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, bound, certain
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, bound, certain, most_free
 from policy.placement.capacity import model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
@@ -174,6 +174,24 @@ def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int |
     return exact_cap(domain, demand, per_gpu, keys, index.model_memory) if ok else 0
 
 
+def _most_per_node(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> int:
+    """At most this many pods of `demand` on any one node by cpu, memory and pod slots (the flat root's largest free)."""
+    best = 0
+    for key in keys:
+        agg = index.flat.root.aggs.get(key)
+        top = most_free(agg) if agg is not None and agg.nodes else None
+        if top is None:
+            continue
+        cpu, ram, slots = top
+        n = slots
+        if demand.cpu:
+            n = min(n, cpu // demand.cpu)
+        if demand.ram:
+            n = min(n, ram // demand.ram)
+        best = max(best, n)
+    return best
+
+
 def _bound(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...]) -> int:
     """An upper bound of `_cap` from the aggregates alone: GPU capacity, and per model the cpu/memory/slot sums' bound."""
     if not _judge(index, demand, keys)[1]:
@@ -269,6 +287,8 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
     exact, ok = _judge(index, demand, keys)
     if not ok:
         return None  # no node has the cpu, memory or pod slot of one pod
+    if not exact and tree.per_node[level] and _most_per_node(index, demand, keys) < count:
+        return None  # domains of single nodes: none has the cpu, memory or slots for `count` pods
     if demand.whole in SHAPE_INDEX and len(keys) == 1 and exact:
         if _cap(index, tree.root, demand, per_gpu) < count:
             return None  # also covers a model whose devices are too small for the memory asked

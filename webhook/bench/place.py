@@ -176,7 +176,7 @@ def run(args) -> int:
 
     for name, size, cores, gib in RESOURCE_SHAPES:
         needs = PodNeeds(cpu=cores * 1000, memory=gib * 2**30)
-        for level in levels[:2]:
+        for level in levels:
             shapes.append((f"{level}-{name}", size, GangRequest((PodSet("worker", size, 1000, gpu_product=PRODUCT, needs=needs),),
                                                                  topology="fabric", required=level)))
     for level, size, gang in shapes:

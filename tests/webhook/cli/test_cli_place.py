@@ -108,12 +108,12 @@ def test_bench_place_small_json(capsys):
     code = main(["bench", "place", "--nodes", "600", "--queries", "3", "--events", "20", "--baseline-queries", "1", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    resource_shapes = {"block-cpu16_8", "rack-cpu16_8", "block-cpu16_64", "rack-cpu16_64", "block-cpu120_8", "rack-cpu120_8",
-                       "block-cpu200_1", "rack-cpu200_1"}
+    resource_shapes = {f"{lv}-{name}" for lv in ("block", "rack", "host") for name in ("cpu16_8", "cpu16_64", "cpu120_8", "cpu200_1")}
     assert set(out["queries"]) == {f"{lv}_{n}" for lv in ("block", "rack", "host") for n in (1, 8, 64, 512)} | {"flat-share_1"} | resource_shapes
     assert out["queries"]["flat-share_1"]["fits"] == 3
     # 190-core nodes: 120 cores per pod fit one per node (a rack of 32 holds 8), 200 cores fit nowhere.
     assert out["queries"]["rack-cpu120_8"]["fits"] == 3 and out["queries"]["block-cpu200_1"]["fits"] == 0
+    assert out["queries"]["host-cpu120_8"]["fits"] == 0 and out["queries"]["host-cpu16_8"]["fits"] == 0  # 4 GPUs a host
     assert out["queries"]["host_1"]["fits"] == 3 and out["queries"]["host_8"]["fits"] == 0
     assert out["event_bind_p50_ms"] > 0 and out["load_ms"] > 0
 
