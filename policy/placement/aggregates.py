@@ -74,66 +74,21 @@ class Buckets:
         return next(iter(self.by_cap[self.order[-1]])) if self.order else None
 
 
-TOP = 1 << 20  # the per-device class of a node with no device with room: it limits nothing
-
-
-def fine_class(x: int) -> int:
-    """A monotone class of x >= 0 keeping its top four bits: 0..15 exactly, then within 1/8 (see `class_floor`)."""
-    b = x.bit_length()
-    if b <= 4:
-        return x
-    shift = b - 4
-    return (shift << 4) | (x >> shift)
-
-
-def class_floor(c: int) -> int:
-    """The least amount of class `c`."""
-    if c == TOP:
-        return 1 << 62
-    return c if c < 16 else (c & 15) << (c >> 4)
-
-
-def resource_classes(node: NodeState) -> tuple[int, int, int, int, int, int]:
-    """What an eligible node adds to its domains' resource aggregates: (cpu, memory, pod slots) per device with room, as
-    classes, then the same free amounts in all (0 when no device has room: such a node takes no pod whatever its cpu).
-
-    The per-device classes bound a domain from below: when its lowest classes admit a
-    shape's cpu, memory and pod per pod, those never run out before GPUs on any of its
-    nodes, and its GPU capacity is exact. The free amounts bound it from above: the largest
-    (no node has more) and the sum (no domain holds more pods than sum // request).
-    """
+def resource_classes(node: NodeState) -> tuple[int, int, int] | None:
+    """What an eligible node adds to its domains' resource aggregates: its free (cpu, memory, pod slots), or None when
+    no device has room (such a node takes no pod whatever its cpu, so it neither limits nor offers anything)."""
     spec = node.spec
     shared = node.shared
     free = spec.gpus - node.whole_used
-    devices = free if not shared else max(0, free - len(shared)) + len(shared)
-    if devices <= 0:
-        return _NO_ROOM
+    if free <= 0 and not shared:
+        return None
     cpu = spec.cpu - node.cpu_used
     ram = spec.ram - node.ram_used
     pods = spec.pods - len(node.allocs)
-    if cpu < 0:
-        cpu = 0
-    if ram < 0:
-        ram = 0
-    if pods < 0:
-        pods = 0
-    # fine_class, inlined: this runs on every pod event
-    x = cpu // devices
-    if x >= 16:
-        shift = x.bit_length() - 4
-        x = (shift << 4) | (x >> shift)
-    y = ram // devices
-    if y >= 16:
-        shift = y.bit_length() - 4
-        y = (shift << 4) | (y >> shift)
-    z = pods // devices
-    if z >= 16:
-        shift = z.bit_length() - 4
-        z = (shift << 4) | (z >> shift)
-    return x, y, z, cpu, ram, pods
+    return (cpu if cpu > 0 else 0), (ram if ram > 0 else 0), (pods if pods > 0 else 0)
 
 
-_NO_ROOM = (TOP, TOP, TOP, 0, 0, 0)
+_NOTHING = (0, 0, 0)
 
 
 def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
@@ -141,49 +96,37 @@ def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> No
     node.res = new
     o = old if old is not None else _NOTHING
     n = new if new is not None else _NOTHING
-    d_cpu, d_ram, d_pods = n[3] - o[3], n[4] - o[4], n[5] - o[5]
+    d_cpu, d_ram, d_pods = n[0] - o[0], n[1] - o[1], n[2] - o[2]
     aggs = node.aggs
     if not aggs:
         return
-    # Memory-bound like _move_whole: the sums sit in `caps` (already in cache on a bind event); the class and
-    # free-amount counts only at the flat root (the first agg of every node), which every event touches anyway.
     for agg in aggs:
         caps = agg.caps
         if len(caps) == _WITH_SUMS:
             caps[_CPU] += d_cpu
             caps[_RAM] += d_ram
             caps[_PODS] += d_pods
-    res = aggs[0].res
-    if res is None:
+    _count_free(aggs[0].res, old, new)
+
+
+def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> None:
+    """The flat root's counts of free amounts by value (the first agg of every node is the flat root's)."""
+    if counts is None:
         return
-    if old is None or new is None:
-        for r in range(6):
-            counts = res[r]
-            if old is not None:
-                a = old[r]
-                left = counts[a] - 1
-                if left:
-                    counts[a] = left
-                else:
-                    del counts[a]
-            if new is not None:
-                b = new[r]
-                counts[b] = counts.get(b, 0) + 1
-        return
-    for r in range(6):
-        a = old[r]
-        b = new[r]
-        if a != b:
-            counts = res[r]
-            left = counts[a] - 1
+    for r in range(3):
+        a = old[r] if old is not None else None
+        b = new[r] if new is not None else None
+        if a == b:
+            continue
+        c = counts[r]
+        if a is not None:
+            left = c[a] - 1
             if left:
-                counts[a] = left
+                c[a] = left
             else:
-                del counts[a]
-            counts[b] = counts.get(b, 0) + 1
-
-
-_NOTHING = (0, 0, 0, 0, 0, 0)
+                del c[a]
+        if b is not None:
+            c[b] = c.get(b, 0) + 1
 
 
 _CPU, _RAM, _PODS = len(SHAPES), len(SHAPES) + 1, len(SHAPES) + 2  # caps[_CPU]: free cpu summed over nodes with GPU room
@@ -196,30 +139,41 @@ def sums(agg: "Agg") -> tuple[int, int, int] | None:
     return (caps[_CPU], caps[_RAM], caps[_PODS]) if len(caps) == _WITH_SUMS else None
 
 
-def certain(agg: "Agg", demand: Demand) -> bool:
+def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
     """Whether cpu, memory and pod slots never limit `demand` before GPUs on any node of the agg (GPU capacity exact).
 
-    Known at the flat root only (None elsewhere: False), where it makes every domain exact.
+    Known at the flat root only (elsewhere: False), where it makes every domain exact: the
+    least free amount of any node with GPU room covers the most pods GPUs let one node take
+    (the most free devices of any node, over k; or `max_devices`, the most devices of any
+    node, times the shares per device).
     """
     res = agg.res
     if demand.node_filter is not None or res is None:
         return False
-    if not res[0]:
-        return True  # no node: nothing to limit
-    cpu, ram, pods = class_floor(min(res[0])), class_floor(min(res[1])), class_floor(min(res[2]))
-    if demand.whole:  # per node at most h // k pods: free >= floor * h >= need * (h // k) when floor * k >= need
-        k = demand.whole
-        return pods * k >= 1 and cpu * k >= demand.cpu and ram * k >= demand.ram
-    per = FULL // demand.milli if demand.milli else 0  # pods per device at most; devices with room at most `devices`
-    return pods >= per and cpu >= demand.cpu * per and ram >= demand.ram * per
+    if not res[2]:
+        return True  # no node with room: nothing to limit
+    if demand.whole:
+        most = _most_free_devices(agg) // demand.whole
+    else:
+        most = max_devices * (FULL // demand.milli if demand.milli else 0)
+    return min(res[2]) >= most and (not demand.cpu or min(res[0]) >= demand.cpu * most) and (
+        not demand.ram or min(res[1]) >= demand.ram * most)
+
+
+def _most_free_devices(agg: "Agg") -> int:
+    hist = agg.hist
+    for h in range(len(hist) - 1, 0, -1):
+        if hist[h]:
+            return h
+    return 0
 
 
 def most_free(agg: "Agg") -> tuple[int, int, int] | None:
-    """The largest free (cpu, memory, pod slots) of any node of a root's agg with GPU room (each on its own); None when not kept."""
+    """The largest free (cpu, memory, pod slots) of any node of the flat root's agg with GPU room; None when not kept."""
     res = agg.res
     if res is None:
         return None
-    return tuple(max(res[r]) if res[r] else 0 for r in (3, 4, 5))  # type: ignore[return-value]
+    return tuple(max(c) if c else 0 for c in res)  # type: ignore[return-value]
 
 
 def bound(agg: "Agg", demand: Demand) -> int | None:
@@ -228,7 +182,7 @@ def bound(agg: "Agg", demand: Demand) -> int | None:
     if total is None:
         return None
     res = agg.res  # the flat root only: the exact largest amounts
-    if res is not None and (not res[5] or max(res[5]) < 1 or max(res[3]) < demand.cpu or max(res[4]) < demand.ram):
+    if res is not None and (not res[2] or max(res[2]) < 1 or max(res[0]) < demand.cpu or max(res[1]) < demand.ram):
         return 0
     cpu, ram, pods = total
     n = pods
@@ -256,9 +210,9 @@ class Agg:
         per_node = domain.level >= 0 and domain.tree.per_node[domain.level]
         if not per_node:
             self.caps += [0, 0, 0]
-        # At the flat root only: value -> nodes for the six parts of `resource_classes` (cpu, memory and pod-slot
-        # classes per device with room, then the exact free amounts): the exactness certificate and the largest free.
-        self.res: list[dict[int, int]] | None = [{} for _ in range(6)] if domain.level < 0 and not domain.tree.level_names else None
+        # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
+        # (`resource_classes`): the exactness certificate (the least) and the refusal (the largest).
+        self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
 
     def free_whole(self) -> int:
         """Untouched devices in the domain."""
@@ -468,21 +422,9 @@ def move_pod(node: NodeState, old, new, res) -> None:
         return
     h_old, h_new = old[0], new[0]
     _move_whole(node.aggs, h_old, h_new, _deltas(h_old, h_new) if h_old != h_new else (),
-                res[3] - res_old[3], res[4] - res_old[4], res[5] - res_old[5])
+                res[0] - res_old[0], res[1] - res_old[1], res[2] - res_old[2])
     node.res = res
-    counts = node.aggs[0].res if node.aggs else None  # the flat root's class and free-amount counts
-    if counts is not None:
-        for r in range(6):
-            a = res_old[r]
-            b = res[r]
-            if a != b:
-                c = counts[r]
-                left = c[a] - 1
-                if left:
-                    c[a] = left
-                else:
-                    del c[a]
-                c[b] = c.get(b, 0) + 1
+    _count_free(node.aggs[0].res if node.aggs else None, res_old, res)
 
 
 def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple, d_cpu: int = 0, d_ram: int = 0, d_pods: int = 0) -> None:

@@ -72,6 +72,7 @@ class PlacementIndex(Reservations):
         # gang, so members of a gang not yet held (dryRun, denied, offline) and repeated share checks re-use it.
         self._answers: dict[tuple[str, GangRequest], object] = {}
         self._answers_at = -1
+        self.max_gpus = 0  # the most devices any node has had
         self.labels: dict[str, LabelCounts] = {}  # model key -> label values of its nodes: which node filters all of them pass
         self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): query._judge
 
@@ -185,6 +186,8 @@ class PlacementIndex(Reservations):
             self._count_excluded(spec.why_not or "excluded", +1)
 
     def _note_model(self, spec: NodeSpec) -> None:
+        if spec.gpus > self.max_gpus:
+            self.max_gpus = spec.gpus  # never lowered: a bound for the exactness certificate (aggregates.certain)
         known = self.model_memory.get(spec.model)
         if known is None or (spec.memory and (not known or spec.memory < known)):
             self.model_memory[spec.model] = spec.memory

@@ -98,7 +98,7 @@ def _judge(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> tu
     if memo[0] == index.version and memo[1] is demand:
         return memo[2], memo[3]
     aggs = [agg for key in keys if (agg := index.flat.root.aggs.get(key)) is not None and agg.nodes]
-    exact = all(certain(agg, demand) for agg in aggs)
+    exact = all(certain(agg, demand, index.max_gpus) for agg in aggs)
     ok = exact or any(bound(agg, demand) != 0 for agg in aggs)
     index.exact_memo = (index.version, demand, exact, ok)
     return exact, ok
