@@ -74,7 +74,7 @@ class Buckets:
         return next(iter(self.by_cap[self.order[-1]])) if self.order else None
 
 
-def resource_classes(node: NodeState) -> tuple[int, int, int] | None:
+def resource_part(node: NodeState) -> tuple[int, int, int] | None:
     """What an eligible node adds to its domains' resource aggregates: its free (cpu, memory, pod slots), or None when
     no device has room (such a node takes no pod whatever its cpu, so it neither limits nor offers anything)."""
     spec = node.spec
@@ -93,7 +93,6 @@ _NOTHING = (0, 0, 0)
 
 def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
     """Move a node's resource contribution from `old` to `new` in its domains (per-node levels keep none)."""
-    node.res = new
     o = old if old is not None else _NOTHING
     n = new if new is not None else _NOTHING
     d_cpu, d_ram, d_pods = n[0] - o[0], n[1] - o[1], n[2] - o[2]
@@ -211,7 +210,7 @@ class Agg:
         if not per_node:
             self.caps += [0, 0, 0]
         # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
-        # (`resource_classes`): the exactness certificate (the least) and the refusal (the largest).
+        # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
         self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
 
     def free_whole(self) -> int:
@@ -412,9 +411,12 @@ def apply_contribution(node: NodeState, old, new) -> None:
                 partial[state] = partial.get(state, 0) + 1
 
 
-def move_pod(node: NodeState, old, new, res) -> None:
-    """A pod bound or gone: the node's GPU contribution `old` -> `new` and its resource part -> `res`, in one pass."""
-    res_old = node.res
+def move_pod(node: NodeState, old, new, res_old, res) -> None:
+    """A pod bound or gone: the node's GPU contribution `old` -> `new` and its resource part `res_old` -> `res`, in one pass.
+
+    The resource parts are recomputed from the node before and after the change rather than
+    stored on it: a stored tuple is one more cold object per event at 256k nodes.
+    """
     if old is None or new is None or old[1] != new[1] or res_old is None or res is None:
         apply_contribution(node, old, new)  # the rarer shapes of change
         if res != res_old:
@@ -423,7 +425,6 @@ def move_pod(node: NodeState, old, new, res) -> None:
     h_old, h_new = old[0], new[0]
     _move_whole(node.aggs, h_old, h_new, _deltas(h_old, h_new) if h_old != h_new else (),
                 res[0] - res_old[0], res[1] - res_old[1], res[2] - res_old[2])
-    node.res = res
     _count_free(node.aggs[0].res if node.aggs else None, res_old, res)
 
 

@@ -182,10 +182,8 @@ def _allocatable(allocatable: Mapping, name: str, milli: bool) -> int:
     raw = allocatable.get(name)
     if raw is None:
         return UNLIMITED
-    if type(raw) is str and raw.isdigit():
-        return int(raw) * 1000 if milli else int(raw)
     text = raw if type(raw) is str else str(raw)
-    hit = _ALLOCATABLE.get((text, milli))
+    hit = _ALLOCATABLE.get((text, milli))  # one int object per distinct amount, not per node: fewer cold objects per event
     if hit is None:
         try:
             hit = max(0, to_milli(text) if milli else to_int(text))

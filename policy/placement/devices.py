@@ -61,7 +61,7 @@ def whole_fit(free_whole: int, memory: int, demand: Demand) -> int:
 class NodeState:
     """Usage of one node: allocations by key (pod uid or reservation slot), and the device states they make."""
 
-    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "cpu_used", "ram_used", "res")
+    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "cpu_used", "ram_used")
 
     def __init__(self, name: str, spec: NodeSpec | None = None):
         self.name = name
@@ -71,7 +71,6 @@ class NodeState:
         self.allocs: dict = {}  # key -> (int (whole devices) | (device, milli, memory), cpu, ram); one pod slot each
         self.cpu_used = 0  # millicores requested by the allocations
         self.ram_used = 0  # bytes
-        self.res: tuple | None = None  # the resource classes last pushed into the domains (aggregates.resource_classes)
         self.domains: tuple = ()  # every topology domain containing the node, roots included
         self.aggs: tuple = ()  # those domains' aggregates for this node's model, updated per event
 

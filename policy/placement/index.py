@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, resource_classes
+from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, resource_part
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -122,7 +122,7 @@ class PlacementIndex(Reservations):
             contribution = state.contribution()
             if contribution is not None:
                 add_bulk(state, contribution)
-                apply_resources(state, None, resource_classes(state))
+                apply_resources(state, None, resource_part(state))
         for tree in (self.flat, *self.trees.values()):
             finish_bulk(tree)
 
@@ -165,9 +165,8 @@ class PlacementIndex(Reservations):
         old = state.spec
         before = state.contribution()
         if old is not None and old.gpus > 0:
-            if state.res is not None:
-                apply_resources(state, state.res, None)
             if before is not None:
+                apply_resources(state, resource_part(state), None)
                 apply_contribution(state, before, None)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
@@ -181,7 +180,7 @@ class PlacementIndex(Reservations):
         self._count_labels(spec, +1)
         if spec.eligible:
             apply_contribution(state, None, state.contribution())
-            apply_resources(state, None, resource_classes(state))
+            apply_resources(state, None, resource_part(state))
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
 
@@ -233,10 +232,11 @@ class PlacementIndex(Reservations):
         """Run `change` on the node and push the difference into its domains (O(depth))."""
         self.version += 1
         before = state.contribution()
+        res_before = resource_part(state) if before is not None else None
         out = change()
         after = state.contribution()
         if before is not None or after is not None:
-            move_pod(state, before, after, resource_classes(state) if after is not None else None)
+            move_pod(state, before, after, res_before, resource_part(state) if after is not None else None)
         return out
 
     def apply_pod(self, event: str, pod: Mapping) -> None:
@@ -278,10 +278,11 @@ class PlacementIndex(Reservations):
             self._consume(rid, node_name, demand)
         self.version += 1
         before = state.contribution()  # _mutate, inlined on the hottest path
+        res_before = resource_part(state) if before is not None else None
         state.add(key, demand)
         after = state.contribution()
         if before is not None or after is not None:
-            move_pod(state, before, after, resource_classes(state) if after is not None else None)
+            move_pod(state, before, after, res_before, resource_part(state) if after is not None else None)
         self._pods[key] = (node_name, demand)
 
     def _pod_demand(self, pod: Mapping) -> Demand:

@@ -2,10 +2,11 @@
 
 The cluster follows GPU Feature Discovery label conventions (`nvidia.com/gpu.product`,
 `nvidia.com/gpu.memory`, `nvidia.com/gpu.count`) and blocks of racks of hosts;
-about a third of the nodes run pods already (some sharing GPUs). Figures: load
-time and peak RSS, p50/p99 of gang queries of 1, 8, 64 and 512 one-GPU pods at each
-level, p50/p99 of one pod-bind event, and the same for a naive index that scans
-every node per query, so the ratio shows. Times in milliseconds.
+about a third of the nodes run pods already (some sharing GPUs), every node states cpu,
+memory and pods allocatable and pods request cpu and memory. Figures: load time and peak
+RSS, p50/p99 of gang queries of 1, 8, 64 and 512 one-GPU pods at each level and of gangs
+that ask cpu and memory too, p50/p99 of one pod-bind event, and the same for a naive
+index that scans every node per query, so the ratio shows. Times in milliseconds.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tests.policy.placement.placement_builders import BLOCK, H100, HOST, L4, MOD
 
 from lang.quantity import to_int, to_milli
 from policy.placement import GangRequest, PlacementIndex
-from policy.placement.aggregates import SHAPES, resource_classes, sums
+from policy.placement.aggregates import SHAPES, resource_part, sums
 from policy.placement.devices import FULL, Demand
 from policy.placement.needs import pod_needs
 from policy.placement.query import _cap, _needs, fits, search
@@ -203,14 +203,14 @@ def check_aggregates(idx: PlacementIndex) -> None:
                     want_res = [{} for _ in range(3)]
                     for state in under:
                         if state.spec is not None and state.spec.model == model and state.contribution() is not None:
-                            for r, v in enumerate(resource_classes(state) or ()):
+                            for r, v in enumerate(resource_part(state) or ()):
                                 want_res[r][v] = want_res[r].get(v, 0) + 1
                     assert agg.res == want_res, (d.path, model)
                 if agg and sums(agg) is not None:
                     want_sums = [0, 0, 0]
                     for state in under:
                         if state.spec is not None and state.spec.model == model and state.contribution() is not None:
-                            for r, v in enumerate(resource_classes(state) or (0, 0, 0)):
+                            for r, v in enumerate(resource_part(state) or (0, 0, 0)):
                                 want_sums[r] += v
                     assert list(sums(agg)) == want_sums, (d.path, model)
                 if agg:
