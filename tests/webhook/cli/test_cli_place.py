@@ -135,3 +135,15 @@ def test_place_reads_kueue_pod_annotations_and_scales_to_the_group_size(tmp_path
     assert code == 0
     assert out["level"] == "rack" and out["request"]["pods"] == 2
     assert sum(out["nodes"].values()) == 2
+
+
+def test_place_counts_the_members_cpu_and_names_it_when_it_runs_out(tmp_path, capsys):
+    nodes = [node(f"n{i}", "b1", f"r{i // 2}", gpus=8, cpu="64", memory="512Gi", max_pods=110) for i in range(4)]
+    cluster = _write(tmp_path, "cluster.yaml", [{"apiVersion": "v1", "kind": "List", "items": nodes}])
+    gang = _write(tmp_path, "gang.yaml", [pod(f"w{i}", None, gpus=8, cpu="96") for i in range(2)])
+    assert main(["place", "--cluster", cluster, "--required", "rack", gang]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["reasons"][0]["code"] == "InsufficientResource"
+    assert out["reason"] == "cpu: 96 requested per pod, the best node with room for its GPUs has 64 free"
+    fitting = _write(tmp_path, "fits.yaml", [pod(f"w{i}", None, gpus=8, cpu="32") for i in range(2)])
+    assert main(["place", "--cluster", cluster, "--required", "rack", fitting]) == 0
