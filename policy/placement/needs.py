@@ -128,7 +128,7 @@ _MEM: dict[str, int] = {}
 
 def _quantity(raw, cache: dict[str, int], milli: bool) -> int:
     if type(raw) is int:
-        return raw * 1000 if milli else raw
+        return max(0, raw * 1000 if milli else raw)
     text = raw if type(raw) is str else str(raw)
     hit = cache.get(text)
     if hit is None:

@@ -44,6 +44,8 @@ REQUESTS = [
     Req("pod overhead is added", {"containers": [c("1", "1Gi")], "overhead": {"cpu": "250m", "memory": "128Mi"}}, 1250, 2**30 + 2**27),
     Req("no requests", {"containers": [{"name": "c"}]}, 0, 0),
     Req("odd input counts nothing", {"containers": [None, {"resources": "x"}, c("abc")]}, 0, 0),
+    Req("negative and boolean amounts count nothing", {"containers": [{"resources": {"requests": {"cpu": -3, "memory": True}}}],
+                                                       "overhead": {"cpu": -1}}, 0, 0),
 ]
 
 
@@ -174,3 +176,27 @@ def test_a_limit_short_of_the_gang_is_ranked_after_the_capacity_with_both_number
     limit = next(r for r in got.reasons if r.code == "ResourcesLimit")
     assert limit.data["by_gpus"] == 32 and limit.data["fits"] == 4
     assert "with cpu and pod slots counted" in limit.message
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JUNK = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), st.text(max_size=6),
+                              st.sampled_from(["1", "500m", "2Gi", "-1", "1e3", "x"])),
+                    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(
+                        ["cpu", "memory", "resources", "requests", "limits", "restartPolicy", "key", "operator", "values",
+                         "nodeSelectorTerms", "matchExpressions", "matchFields", "nodeAffinity", REQ]), inner, max_size=3)),
+                    max_leaves=12)
+SPECS = st.fixed_dictionaries({}, optional={k: JUNK for k in ("containers", "initContainers", "overhead", "nodeSelector", "affinity")})
+
+
+@settings(max_examples=int(__import__("os").environ.get("ALLOT_FUZZ_EXAMPLES", "60")), deadline=None)
+@given(SPECS)
+def test_odd_pod_specs_never_raise(spec):
+    needs = pod_needs(spec)
+    cpu, memory = pod_requests(spec)
+    assert cpu >= 0 and memory >= 0
+    if needs is not None and needs.node_filter is not None:
+        hash(needs)
+        assert needs.node_filter.matches("n1", LABELS) in (True, False)
+        needs.node_filter.describe()
