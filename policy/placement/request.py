@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from policy.placement.capacity import Toleration, is_map
 from policy.placement.members import Seen, tally
+from policy.placement.needs import pod_needs
 from policy.placement.query import set_counts
 from policy.placement.result import GangRequest
 from policy.subject.model import PodSet, Workload, replace_workload
@@ -42,12 +43,19 @@ def member_set(w: Workload) -> str | None:
 
 
 def own_shape(w: Workload) -> PodSet:
-    """A Pod's own pod set (count 1): its shape."""
-    return w.pod_sets[0] if w.pod_sets else PodSet(w.name or "member", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product)
+    """A Pod's own pod set (count 1): its shape, with the cpu, memory and node filter placement counts."""
+    s = w.pod_sets[0] if w.pod_sets else None
+    if s is not None and s.needs is not None:
+        return s
+    spec = w.obj.get("spec") if w.kind == "Pod" and is_map(w.obj) else None
+    needs = pod_needs(spec) if is_map(spec) else None
+    if s is None:
+        return PodSet(w.name or "member", 1, w.gpus, w.fraction, w.gpu_memory, w.gpu_product, needs=needs)
+    return s if needs is None else PodSet(s.name, s.count, s.gpus, s.fraction, s.gpu_memory, s.gpu_product, s.min_count, needs=needs)
 
 
 def _shape(ps: PodSet) -> tuple:
-    return (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product)
+    return (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product, ps.needs)
 
 
 def _common(shapes: list[tuple[PodSet, int]]) -> PodSet | None:
@@ -63,10 +71,11 @@ def _common(shapes: list[tuple[PodSet, int]]) -> PodSet | None:
     return next(first[k] for k, n in counts.items() if n == best)
 
 
-def _sized(name: str, count: int, like: PodSet | None, gpus: int | None = None, product: str | None = None, min_count=None) -> PodSet:
+def _sized(name: str, count: int, like: PodSet | None, gpus: int | None = None, product: str | None = None, min_count=None,
+           needs=None) -> PodSet:
     if like is not None and gpus is None:
-        return PodSet(name, count, like.gpus, like.fraction, like.gpu_memory, like.gpu_product, min_count)
-    return PodSet(name, count, gpus or 0, None, None, product, min_count)
+        return PodSet(name, count, like.gpus, like.fraction, like.gpu_memory, like.gpu_product, min_count, needs=like.needs)
+    return PodSet(name, count, gpus or 0, None, None, product, min_count, needs=needs)
 
 
 def request_for(
@@ -176,7 +185,8 @@ def _shaped_sets(members: list, me, minimum: int | None, min_gpus: int | None, w
             per = -(-left // missing)
             per = -(-per // 1000) * 1000 if per >= 1000 else per  # whole GPUs per pod once a pod needs one
             product = me[1].gpu_product if me is not None else w.gpu_product
-            sets.append(_sized("unseen", missing, None, gpus=per, product=product))
+            needs = me[1].needs if me is not None else None  # unseen members are taken to ask what the one in hand asks
+            sets.append(_sized("unseen", missing, None, gpus=per, product=product, needs=needs))
         elif me is not None:
             sets.append(_sized("unseen", missing, me[1]))
         elif sets:
@@ -186,7 +196,8 @@ def _shaped_sets(members: list, me, minimum: int | None, min_gpus: int | None, w
     merged: dict[tuple, PodSet] = {}
     for ps in sets:  # the unseen members shaped like seen ones join their set
         had = merged.get(_shape(ps))
-        merged[_shape(ps)] = ps if had is None else PodSet(had.name, had.count + ps.count, had.gpus, had.fraction, had.gpu_memory, had.gpu_product)
+        merged[_shape(ps)] = ps if had is None else PodSet(had.name, had.count + ps.count, had.gpus, had.fraction, had.gpu_memory, had.gpu_product,
+                                                                     needs=had.needs)
     return tuple(merged.values())
 
 
@@ -196,7 +207,7 @@ def _with_product(pod_sets: tuple[PodSet, ...], me) -> tuple[PodSet, ...]:
     product = me[1].gpu_product if me is not None and me[1].gpu_product else (next(iter(products)) if len(products) == 1 else None)
     if product is None or all(ps.gpu_product or not ps.gpus for ps in pod_sets):
         return pod_sets
-    return tuple(ps if ps.gpu_product or not ps.gpus else PodSet(ps.name, ps.count, ps.gpus, ps.fraction, ps.gpu_memory, product, ps.min_count)
+    return tuple(ps if ps.gpu_product or not ps.gpus else PodSet(ps.name, ps.count, ps.gpus, ps.fraction, ps.gpu_memory, product, ps.min_count, needs=ps.needs)
                  for ps in pod_sets)
 
 
