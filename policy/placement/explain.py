@@ -2,55 +2,50 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, most_free
 from policy.placement.capacity import TAINT_SEP
 from policy.placement.devices import Demand
-from policy.placement.query import Need, _bound, _cap, _keys, _walk, exact_everywhere
+from policy.placement.room import Need, exact_everywhere, model_keys_of, room, room_bound, walk
 from policy.placement.result import PlacementReason, describe_demand, format_cpu
 from lang.quantity import format_bytes
-
-if TYPE_CHECKING:  # pragma: no cover
-    from policy.placement.index import PlacementIndex
 
 
 EXPLAIN_NODES = 4096  # nodes a reason counts one by one; above, it gives the aggregates' bound ("at most")
 
 
-def _room(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu) -> tuple[int, bool]:
+def _room(index, domain: Domain, demand: Demand, per_gpu) -> tuple[int, bool]:
     """(pods of `demand` the domain holds, exact?): exact where the aggregates are, or the domain is small enough to
     count node by node; else the aggregates' upper bound, so a does-not-fit answer never scans 256k nodes."""
-    keys = _keys(index, demand)
+    keys = model_keys_of(index, demand)
     if exact_everywhere(index, demand, keys):
-        return _cap(index, domain, demand, per_gpu), True
+        return room(index, domain, demand, per_gpu), True
     size = sum(agg.nodes for key in keys if (agg := domain.aggs.get(key)) is not None)
     if size <= EXPLAIN_NODES:
-        return _cap(index, domain, demand, per_gpu), True
-    return _bound(index, domain, demand, per_gpu, keys), False
+        return room(index, domain, demand, per_gpu), True
+    return room_bound(index, domain, demand, per_gpu, keys), False
 
 
 def _at_most(n: int, exact: bool) -> str:
     return str(n) if exact else f"at most {n}"
 
 
-def _roomiest(index: "PlacementIndex", tree: Tree, level: int, demand: Demand, per_gpu) -> tuple[Domain | None, int]:
-    keys = _keys(index, demand)
+def _roomiest(index, tree: Tree, level: int, demand: Demand, per_gpu) -> tuple[Domain | None, int]:
+    keys = model_keys_of(index, demand)
     exact = exact_everywhere(index, demand, keys)
-    if demand.whole in SHAPE_INDEX and len(keys) == 1 and (not exact or _cap(index, tree.root, demand, per_gpu) > 0):
+    if demand.whole in SHAPE_INDEX and len(keys) == 1 and (not exact or room(index, tree.root, demand, per_gpu) > 0):
         d = tree.largest(level, keys[0], demand.whole)  # when cpu or memory may bind first: the roomiest by GPUs
         return (d, _room(index, d, demand, per_gpu)[0]) if d is not None else (None, 0)
     if not exact and sum(agg.nodes for key in keys if (agg := tree.root.aggs.get(key)) is not None) > EXPLAIN_NODES:
         return None, 0  # finding the roomiest would count every node
     best: tuple[Domain | None, int] = (None, 0)
-    for d in _walk(tree.root, level, lambda d: _cap(index, d, demand, per_gpu) > best[1]):
-        cap = _cap(index, d, demand, per_gpu)
+    for d in walk(tree.root, level, lambda d: room(index, d, demand, per_gpu) > best[1]):
+        cap = room(index, d, demand, per_gpu)
         if cap > best[1]:
             best = (d, cap)
     return best
 
 
-def _excluded(index: "PlacementIndex") -> PlacementReason | None:
+def _excluded(index) -> PlacementReason | None:
     counts = {k: v for k, v in sorted(index.excluded.items()) if v}
     if not counts:
         return None
@@ -59,7 +54,7 @@ def _excluded(index: "PlacementIndex") -> PlacementReason | None:
     return PlacementReason("ExcludedNodes", f"{total} GPU node{'s' if total != 1 else ''} take no pods: {parts}", counts)
 
 
-def _untolerated(index: "PlacementIndex", needs: Need) -> PlacementReason | None:
+def _untolerated(index, needs: Need) -> PlacementReason | None:
     """Eligible GPU nodes the gang may not use because of taints it does not tolerate."""
     ok = needs[0][1].tolerated if needs else frozenset()
     counts: dict[str, int] = {}
@@ -76,7 +71,7 @@ def _untolerated(index: "PlacementIndex", needs: Need) -> PlacementReason | None
     return PlacementReason("UntoleratedTaints", msg, counts)
 
 
-def _resources(index: "PlacementIndex", tree: Tree, needs: Need, per_gpu) -> tuple[list[PlacementReason], list[PlacementReason]]:
+def _resources(index, tree: Tree, needs: Need, per_gpu) -> tuple[list[PlacementReason], list[PlacementReason]]:
     """(blocking, limiting) reasons from cpu, memory, pod slots and node filters.
 
     Blocking: no node with GPU room for one pod has what one pod asks (`cpu: 96 requested
@@ -88,7 +83,7 @@ def _resources(index: "PlacementIndex", tree: Tree, needs: Need, per_gpu) -> tup
     blocking: list[PlacementReason] = []
     limiting: list[PlacementReason] = []
     for count, demand in needs:
-        keys = _keys(index, demand)
+        keys = model_keys_of(index, demand)
         gpu_only = Demand(demand.whole, demand.milli, demand.memory, demand.model, demand.tolerated)
         by_gpu = tree.root.capacity(gpu_only, per_gpu, keys, index.model_memory)  # GPUs alone
         best = [0, 0, 0]
@@ -127,7 +122,7 @@ def _resources(index: "PlacementIndex", tree: Tree, needs: Need, per_gpu) -> tup
     return blocking, limiting
 
 
-def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, per_gpu) -> tuple[PlacementReason, ...]:
+def explain_unfit(index, tree: Tree, level: int, needs: Need, per_gpu) -> tuple[PlacementReason, ...]:
     """Ranked reasons a gang fits no domain of `level` (-1: not even the whole topology)."""
     blocking, limiting = _resources(index, tree, needs, per_gpu)
     reasons: list[PlacementReason] = list(blocking)  # the resource that ran out first: it is the story
@@ -156,7 +151,7 @@ def explain_unfit(index: "PlacementIndex", tree: Tree, level: int, needs: Need, 
             msg = f"no {name} of topology {tree.name} holds {count} pods of {describe_demand(demand)}"
             data: dict[str, object] = {"level": name, "pods": count, "best_fits": cap, "topology_fits": total}
             if best is not None:
-                by = "" if exact_everywhere(index, demand, _keys(index, demand)) else " by GPUs"
+                by = "" if exact_everywhere(index, demand, model_keys_of(index, demand)) else " by GPUs"
                 msg += f"; the roomiest{by}, {best.describe()}, fits {cap} of {count}"
                 data["best_domain"] = best.value
                 parent = best.parent

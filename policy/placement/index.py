@@ -74,7 +74,7 @@ class PlacementIndex(Reservations):
         self._answers_at = -1
         self.max_gpus = 0  # the most devices any node has had
         self.labels: dict[str, LabelCounts] = {}  # model key -> label values of its nodes: which node filters all of them pass
-        self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): query._judge
+        self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): room.judge
 
     # ---- building ----------------------------------------------------------------------
     @classmethod

@@ -6,23 +6,18 @@ See docs/placement.md for the algorithm and its tie-breaks.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
-from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree, bound, certain, most_free
-from policy.placement.capacity import model_key, tolerates
+from policy.placement.aggregates import SHAPE_INDEX, Domain, Tree
+from policy.placement.capacity import TAINT_SEP, model_key, tolerates
 from policy.placement.devices import FULL, Demand, NodeState
-from policy.placement.result import GangRequest, PlacementReason, PlacementResult, describe_demand
+from policy.placement.room import NODE_BUDGET, Need, exact_cap, judge, model_keys_of, most_per_node, room, room_bound, walk
+from policy.placement.result import GangRequest, PlacementReason, PlacementResult
 from policy.subject.model import PodSet
-
-if TYPE_CHECKING:  # pragma: no cover
-    from policy.placement.index import PlacementIndex
 
 VERIFY_LIMIT = 32  # mixed gangs: candidate domains packed node by node before giving up
 SCAN_LIMIT = 4096  # slow-path shapes: fitting domains compared before taking the tightest seen
 WIDE_DOMAIN = 256  # a domain with more nodes directly under it fills first-come instead of best-fit
-
-Need = list[tuple[int, Demand]]  # (pods, demand) per pod set, zero-GPU sets dropped
-
 
 def demand_of(pod_set: PodSet, gpu_models: Mapping[str, tuple[str, int]]) -> Demand | None:
     """One pod's demand from a pod set (GPUs, and cpu, memory and node filter when `needs` says); None when it asks for no GPU."""
@@ -68,144 +63,9 @@ def set_counts(gang: GangRequest, demands: list[Demand | None] | None = None) ->
     return counts
 
 
-def _keys(index: "PlacementIndex", demand: Demand) -> tuple[str, ...]:
-    # No model asked: every model counts (one key in a one-model cluster, so the bucket fast path applies).
-    base = (demand.model,) if demand.model else index.model_keys
-    if demand.models:  # a gang block's `models`: only those pools
-        base = tuple(k for k in base if k in demand.models)
-    if not demand.tolerated:
-        return base
-    # Tainted pools the gang tolerates join; keys with no node drop out, so an all-tainted
-    # pool of one model is still a single key (and keeps the bucket fast path).
-    wanted = set(base) if demand.model or demand.models else None
-    extra = [vk for vk in sorted(demand.tolerated) if wanted is None or index.variants[vk][0] in wanted]
-    return tuple(k for k in base if k in index.model_memory) + tuple(extra)
-
-
-def _with_tolerations(index: "PlacementIndex", needs: Need, tolerations) -> Need:
+def _with_tolerations(index, needs: Need, tolerations) -> Need:
     ok = frozenset(vk for vk, (_m, taints) in index.variants.items() if all(tolerates(tolerations, t) for t in taints))
     return [(c, replace(d, tolerated=ok)) for c, d in needs] if ok else needs
-
-
-def _judge(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> tuple[bool, bool]:
-    """(exact, possible) for `demand`, from the flat root (every node), once per demand and index version.
-
-    exact: cpu, memory and pod slots never run out before GPUs on any node, so the GPU
-    aggregates (and the bucket fast path) answer as they are. possible: some node with GPU
-    room has the cpu, memory and pod slot one pod asks; when not, nothing holds a pod.
-    """
-    memo = index.exact_memo
-    if memo[0] == index.version and memo[1] is demand:
-        return memo[2], memo[3]
-    aggs = [agg for key in keys if (agg := index.flat.root.aggs.get(key)) is not None and agg.nodes]
-    exact = all(certain(agg, demand, index.max_gpus) for agg in aggs)
-    ok = exact or any(bound(agg, demand) != 0 for agg in aggs)
-    index.exact_memo = (index.version, demand, exact, ok)
-    return exact, ok
-
-
-def exact_everywhere(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> bool:
-    """Whether GPU capacity is exact for `demand` in every domain (see `_judge`)."""
-    return _judge(index, demand, keys)[0]
-
-
-NODE_BUDGET = 1024  # nodes counted one by one per query, once a fitting domain is known (docs/placement.md)
-
-
-def exact_cap(domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...], memory: dict[str, int], seen: list[int] | None = None) -> int:
-    """Pods of `demand` the domain holds counting cpu, memory, pod slots and the node filter: its GPU capacity where
-    the resource aggregates make that certain, 0 where they rule one pod out, else the sum over its children, down
-    to its nodes (`seen[0]` counts the nodes looked at)."""
-    gpu = domain.capacity(demand, per_gpu, keys, memory)
-    if not gpu:
-        return 0
-    aggs = [agg for key in keys if (agg := domain.aggs.get(key)) is not None and agg.nodes]
-    if all(certain(agg, demand) for agg in aggs):
-        return gpu
-    if all(bound(agg, demand) == 0 for agg in aggs):
-        return 0
-    if domain.nodes:
-        nodes = domain.nodes
-    elif domain.level + 1 < len(domain.tree.per_node) and domain.tree.per_node[domain.level + 1]:
-        nodes = [node for child in domain.children.values() for node in child.nodes]  # hosts: count their nodes directly
-    else:
-        return sum(exact_cap(child, demand, per_gpu, keys, memory, seen) for child in domain.children.values())
-    if seen is not None:
-        seen[0] += len(nodes)
-    return count_nodes(nodes, demand, per_gpu, keys, memory)
-
-
-def count_nodes(nodes, demand: Demand, per_gpu: int | None, keys: tuple[str, ...], memory: dict[str, int]) -> int:
-    """Σ node.capacity(demand) over the nodes of the asked models; the whole-GPU, unshared case inlined (it is most of them)."""
-    total = 0
-    whole, cpu, ram, flt = demand.whole, demand.cpu, demand.ram, demand.node_filter
-    fits_memory = {key: not demand.memory or memory.get(key, 0) * whole >= demand.memory for key in keys} if whole else None
-    for node in nodes:
-        spec = node.spec
-        if spec is None or spec.model not in keys:
-            continue
-        if whole and not node.shared and spec.eligible and fits_memory[spec.model]:
-            n = (spec.gpus - node.whole_used) // whole
-            if n <= 0:
-                continue
-            slots = spec.pods - len(node.allocs)
-            if slots < n:
-                n = slots
-            if cpu:
-                c = (spec.cpu - node.cpu_used) // cpu
-                if c < n:
-                    n = c
-            if ram:
-                r = (spec.ram - node.ram_used) // ram
-                if r < n:
-                    n = r
-            if n > 0 and (flt is None or flt.matches(node.name, spec.labels)):
-                total += n
-        else:
-            total += node.capacity(demand, per_gpu)
-    return total
-
-
-def _cap(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None) -> int:
-    keys = _keys(index, demand)
-    exact, ok = _judge(index, demand, keys)
-    if exact:
-        return domain.capacity(demand, per_gpu, keys, index.model_memory)
-    return exact_cap(domain, demand, per_gpu, keys, index.model_memory) if ok else 0
-
-
-def _most_per_node(index: "PlacementIndex", demand: Demand, keys: tuple[str, ...]) -> int:
-    """At most this many pods of `demand` on any one node by cpu, memory and pod slots (the flat root's largest free)."""
-    best = 0
-    for key in keys:
-        agg = index.flat.root.aggs.get(key)
-        top = most_free(agg) if agg is not None and agg.nodes else None
-        if top is None:
-            continue
-        cpu, ram, slots = top
-        n = slots
-        if demand.cpu:
-            n = min(n, cpu // demand.cpu)
-        if demand.ram:
-            n = min(n, ram // demand.ram)
-        best = max(best, n)
-    return best
-
-
-def _bound(index: "PlacementIndex", domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[str, ...]) -> int:
-    """An upper bound of `_cap` from the aggregates alone: GPU capacity, and per model the cpu/memory/slot sums' bound."""
-    if not _judge(index, demand, keys)[1]:
-        return 0
-    total = 0
-    memory = index.model_memory
-    for key in keys:
-        agg = domain.aggs.get(key)
-        if agg is None or not agg.nodes:
-            continue
-        gpu = domain.capacity(demand, per_gpu, (key,), memory)
-        by_res = bound(agg, demand)
-        total += gpu if by_res is None or by_res > gpu else by_res
-    return total
 
 
 def _split(items: list[tuple[int, object]], n: int) -> list[tuple[object, int]] | None:
@@ -245,28 +105,15 @@ def _node_caps(domain: Domain, demand: Demand, per_gpu, n: int, keys: tuple[str,
 
 def _distribute(index, domain: Domain, demand: Demand, n: int, per_gpu, out: list[tuple[NodeState, int]]) -> bool:
     if domain.nodes:
-        parts = _split(_node_caps(domain, demand, per_gpu, n, _keys(index, demand)), n)
+        parts = _split(_node_caps(domain, demand, per_gpu, n, model_keys_of(index, demand)), n)
         if parts is None:
             return False
         out.extend(parts)  # type: ignore[arg-type]
         return True
-    parts = _split([(_cap(index, child, demand, per_gpu), child) for child in domain.children.values()], n)
+    parts = _split([(room(index, child, demand, per_gpu), child) for child in domain.children.values()], n)
     if parts is None:
         return False
     return all(_distribute(index, child, demand, k, per_gpu, out) for child, k in parts)  # type: ignore[arg-type]
-
-
-def _walk(domain: Domain, level: int, keep):
-    """Domains of `level` under `domain`, depth first in insertion order, skipping subtrees `keep` rejects."""
-    stack = [domain]
-    while stack:
-        d = stack.pop()
-        if not keep(d):
-            continue
-        if d.level == level:
-            yield d
-        elif d.children:
-            stack.extend(reversed(d.children.values()))  # dict views reverse without a copy
 
 
 def _leaf_nodes(domain: Domain) -> list[NodeState]:
@@ -280,20 +127,20 @@ def _leaf_nodes(domain: Domain) -> list[NodeState]:
 
 
 def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, per_gpu) -> tuple[Domain, int] | None:
-    keys = _keys(index, demand)
+    keys = model_keys_of(index, demand)
     if level < 0:
-        cap = _cap(index, tree.root, demand, per_gpu)
+        cap = room(index, tree.root, demand, per_gpu)
         return (tree.root, cap) if cap >= count else None
-    exact, ok = _judge(index, demand, keys)
+    exact, ok = judge(index, demand, keys)
     if not ok:
         return None  # no node has the cpu, memory or pod slot of one pod
-    if not exact and tree.per_node[level] and _most_per_node(index, demand, keys) < count:
+    if not exact and tree.per_node[level] and most_per_node(index, demand, keys) < count:
         return None  # domains of single nodes: none has the cpu, memory or slots for `count` pods
     if demand.whole in SHAPE_INDEX and len(keys) == 1 and exact:
-        if _cap(index, tree.root, demand, per_gpu) < count:
+        if room(index, tree.root, demand, per_gpu) < count:
             return None  # also covers a model whose devices are too small for the memory asked
         d = tree.tightest(level, keys[0], demand.whole, count)
-        return None if d is None else (d, _cap(index, d, demand, per_gpu))
+        return None if d is None else (d, room(index, d, demand, per_gpu))
     best: tuple[Domain, int] | None = None
     seen = 0
     memory = index.model_memory
@@ -304,13 +151,13 @@ def _tightest_single(index, tree: Tree, level: int, count: int, demand: Demand, 
         if exact:
             cap = d.capacity(demand, per_gpu, keys, memory)
         elif d.level < level:  # above the level asked, an upper bound prunes; exact counting only where it answers
-            cap = _bound(index, d, demand, per_gpu, keys)
+            cap = room_bound(index, d, demand, per_gpu, keys)
         else:
             cap = exact_cap(d, demand, per_gpu, keys, memory, seen_nodes)
         caps[d] = cap
         return cap >= count
 
-    for d in _walk(tree.root, level, keep):
+    for d in walk(tree.root, level, keep):
         cap = caps[d]
         seen += 1
         if best is None or cap < best[1]:
@@ -336,7 +183,7 @@ def _pack_mixed(index, domain: Domain, needs: Need, per_gpu) -> list[tuple[str, 
     out: list[tuple[str, int, int]] = []
     for i in order:
         count, demand = needs[i]
-        keys = _keys(index, demand)
+        keys = model_keys_of(index, demand)
         pool = [n for n in scratch if n.spec and n.spec.model in keys]  # asked models, tolerated taints
         parts = _split([(n.capacity(demand, per_gpu), n) for n in pool], count)
         if parts is None:
@@ -362,12 +209,12 @@ def _place_at(index, tree: Tree, level: int, needs: Need, per_gpu):
     primary = max(range(len(needs)), key=lambda i: needs[i][1].gpu_milli)
 
     def holds_each(d: Domain) -> bool:
-        return all(_cap(index, d, dem, per_gpu) >= c for c, dem in needs)
+        return all(room(index, d, dem, per_gpu) >= c for c, dem in needs)
 
-    candidates = [tree.root] if level < 0 else list(_walk(tree.root, level, holds_each))
+    candidates = [tree.root] if level < 0 else list(walk(tree.root, level, holds_each))
     if level < 0 and not holds_each(tree.root):
         return None
-    candidates.sort(key=lambda d: _cap(index, d, needs[primary][1], per_gpu))
+    candidates.sort(key=lambda d: room(index, d, needs[primary][1], per_gpu))
     for d in candidates[:VERIFY_LIMIT]:
         packed = _pack_mixed(index, d, needs, per_gpu)
         if packed is not None:
@@ -389,7 +236,7 @@ def _levels(tree: Tree, gang: GangRequest) -> tuple[int, int] | str:
     return (-1 if start is None else start), stop
 
 
-def _needs(index: "PlacementIndex", gang: GangRequest) -> Need:
+def _needs(index, gang: GangRequest) -> Need:
     needs = needs_of(gang, index.gpu_models)
     if gang.models:
         allowed = frozenset(gang.models)
@@ -397,7 +244,7 @@ def _needs(index: "PlacementIndex", gang: GangRequest) -> Need:
     if gang.tolerations and index.variants:
         needs = _with_tolerations(index, needs, gang.tolerations)
     if any(d.node_filter is not None for _c, d in needs):  # a filter every node passes is no filter: keep the fast path
-        needs = [(c, replace(d, node_filter=None) if d.node_filter is not None and index.passes_all(d.node_filter, _keys(index, d)) else d)
+        needs = [(c, replace(d, node_filter=None) if d.node_filter is not None and index.passes_all(d.node_filter, model_keys_of(index, d)) else d)
                  for c, d in needs]
     return needs
 
@@ -406,7 +253,7 @@ def _holds(index, domain: Domain, demand: Demand, n: int, per_gpu) -> bool:
     """Whether `_distribute` would succeed, without building the parts: node capacities summed until n."""
     if not domain.nodes:
         return _distribute(index, domain, demand, n, per_gpu, [])
-    keys = _keys(index, demand)
+    keys = model_keys_of(index, demand)
     total = 0
     for node in domain.nodes:
         if node.spec is not None and node.spec.model in keys:
@@ -416,28 +263,28 @@ def _holds(index, domain: Domain, demand: Demand, n: int, per_gpu) -> bool:
     return False
 
 
-def _base_models(index: "PlacementIndex", needs: Need) -> list[str]:
+def _base_models(index, needs: Need) -> list[str]:
     """The GPU models (taint variants folded) the gang's model-free demands could land on."""
     found: set[str] = set()
     for _c, d in needs:
         if d.model is None:
-            found.update(k.split(TAINT_SEP, 1)[0] for k in _keys(index, d))
+            found.update(k.split(TAINT_SEP, 1)[0] for k in model_keys_of(index, d))
     return sorted(found)
 
 
-def _pools_differ(index: "PlacementIndex", needs: Need) -> bool:
+def _pools_differ(index, needs: Need) -> bool:
     """Whether a demand of unknown model could be placed on nodes of more than one model."""
     return len(_base_models(index, needs)) > 1
 
 
-def _model_unknown(index: "PlacementIndex", why: str) -> PlacementReason:
+def _model_unknown(index, why: str) -> PlacementReason:
     models = sorted({k.split(TAINT_SEP, 1)[0] for k in index.model_memory})
     msg = (f"not yet placeable: {why}, and this cluster's GPU nodes are of {len(models)} models ({', '.join(models)}); "
            "the gang is planned when its first member arrives")
     return PlacementReason("ModelUnknown", msg, {"models": models})
 
 
-def fits(index: "PlacementIndex", gang: GangRequest) -> bool:
+def fits(index, gang: GangRequest) -> bool:
     """`search(index, gang).fits`, without building the placement or its messages (checks needing yes/no)."""
     tree, _problem = index.tree_for(gang.topology)
     if tree is None:
@@ -459,7 +306,7 @@ def fits(index: "PlacementIndex", gang: GangRequest) -> bool:
     return False
 
 
-def search(index: "PlacementIndex", gang: GangRequest) -> PlacementResult:
+def search(index, gang: GangRequest) -> PlacementResult:
     """Answer one gang query against the index's current free capacity (reservations included)."""
     tree, problem = index.tree_for(gang.topology)
     if tree is None:

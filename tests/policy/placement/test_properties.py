@@ -19,7 +19,8 @@ from policy.placement import GangRequest, PlacementIndex
 from policy.placement.aggregates import SHAPES, resource_part, sums
 from policy.placement.devices import FULL, Demand
 from policy.placement.needs import pod_needs
-from policy.placement.query import _cap, _needs, fits, search
+from policy.placement.query import _needs, fits, search
+from policy.placement.room import room as _cap
 from policy.subject.model import PodSet
 
 EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
