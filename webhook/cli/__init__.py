@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("test", "run policy test cases"),
     "eval": ("eval", "decide one admission request offline"),
     "place": ("place", "ask the placement evaluator where a gang fits"),
+    "simulate": ("simulate", "replay a trace through a policy set and a scheduler model"),
     "serve": ("serve", "run the admission webhook over HTTPS"),
     "demo": ("demo", "run the webhook against the embedded demo cluster"),
     "compile": ("compile", "emit webhook configurations, PriorityClasses and a bundle"),

@@ -1,0 +1,103 @@
+"""`allot simulate` end to end: the embedded example, the three trace formats, determinism, usage errors."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from test_traces import NODES_CSV, PODS_CSV
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def allot(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "webhook", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def openb(tmp_path_factory):
+    d = tmp_path_factory.mktemp("openb")
+    (d / "nodes.csv").write_text(NODES_CSV)
+    (d / "pods.csv").write_text(PODS_CSV)
+    return d
+
+
+def test_embedded_example_runs_with_no_arguments():
+    p = allot("simulate")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("allot simulate: example trace.jsonl (embedded) (allot) in trace time order")
+    assert "objects    arrived 400" in p.stdout
+    assert "quota      name" in p.stdout and "team-a" in p.stdout
+    assert p.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_same_inputs_and_seed_give_the_same_bytes(openb):
+    args = ("simulate", "--cluster", str(openb / "nodes.csv"), "--trace", str(openb / "pods.csv"), "--saturate", "1.3", "--seed", "7", "--json")
+    first, second = allot(*args), allot(*args)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+    other = allot(*args[:-3], "--seed", "8", "--json")
+    assert json.loads(other.stdout)["inputs"]["seed"] == 8
+    example = allot("simulate", "--json")
+    assert example.stdout == allot("simulate", "--json").stdout
+
+
+def test_openb_saturation_report(openb):
+    p = allot("simulate", "--cluster", str(openb / "nodes.csv"), "--trace", str(openb / "pods.csv"), "--saturate", "1.3", "--json")
+    rep = json.loads(p.stdout)
+    assert rep["cluster"] == {"nodes": 3, "gpu_nodes": 2, "gpus_milli": 10000, "cpu_milli": 192000, "memory_bytes": 1310720 * 2**20}
+    assert rep["gpu"]["arrived_demand_share"] >= 1.3
+    assert rep["objects"]["arrived"] == rep["objects"]["bound"] + rep["objects"]["unplaceable"]
+    assert rep["inputs"]["trace_format"] == "openb"
+
+
+def test_progress_bar_on_request(openb):
+    p = allot("simulate", "--cluster", str(openb / "nodes.csv"), "--trace", str(openb / "pods.csv"), "--progress")
+    assert p.returncode == 0
+    assert p.stderr.rstrip().endswith("100% 4/4 events")
+
+
+def test_decision_log_trace_runs(tmp_path):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
+           "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    line = {"ts": 5, "endpoint": "validate", "result": "allowed",
+            "request": {"uid": "u", "kind": {"kind": "Pod"}, "operation": "CREATE", "namespace": "team-a", "object": pod,
+                        "userInfo": {"username": "bob", "groups": []}}}
+    (tmp_path / "log.jsonl").write_text(json.dumps(line) + "\n")
+    p = allot("simulate", "--cluster", str(ROOT / "webhook/data/simulate/cluster.yaml"), "--trace", str(tmp_path / "log.jsonl"), "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["inputs"]["trace_format"] == "decision-log" and rep["objects"]["bound"] == 1
+
+
+@pytest.mark.parametrize("args, want", [
+    (("--trace", "x.jsonl"), "give --cluster FILE"),
+    (("--cluster", "c.yaml"), "give --trace FILE"),
+    (("--cluster", "missing.yaml", "--trace", "missing.jsonl"), "missing.jsonl: no such trace file"),
+    (("--retry", "0", "--cluster", "c", "--trace", "t"), "--retry 0.0: give a positive number of seconds"),
+    (("--deadline", "5", "--cluster", "c", "--trace", "t"), "--deadline applies to resubmission"),
+    (("--saturate", "lots", "--cluster", "c", "--trace", "t"), "--saturate 'lots' is not a number"),
+    (("--saturate", "1.3", "--retry", "5", "--cluster", "c", "--trace", "t"), "--retry has nothing to wait for"),
+])
+def test_usage_errors_exit_2_with_one_line(args, want):
+    p = allot("simulate", *args)
+    assert p.returncode == 2
+    assert want in p.stderr and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_bad_trace_record_is_a_located_usage_error(tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"at": 0, "delete": "a/b"}\n{"at": "soon", "delete": "a/b"}\n')
+    p = allot("simulate", "--cluster", str(ROOT / "webhook/data/simulate/cluster.yaml"), "--trace", str(tmp_path / "t.jsonl"))
+    assert p.returncode == 2
+    assert f"{tmp_path / 't.jsonl'}:2: 'at' must be a finite number of seconds, got 'soon'" in p.stderr
+
+
+def test_policy_that_does_not_compile_exits_1(tmp_path):
+    (tmp_path / "bad.policy").write_text("quota q {\n")
+    p = allot("simulate", "--policy", str(tmp_path), "--cluster", str(ROOT / "webhook/data/simulate/cluster.yaml"),
+              "--trace", str(ROOT / "webhook/data/simulate/trace.jsonl"))
+    assert p.returncode == 1 and "bad.policy" in p.stderr

@@ -1,0 +1,227 @@
+"""`allot simulate`: what a policy set does to a cluster over time, replayed from a trace.
+
+    allot simulate [--policy DIR]… [--cluster FILE] [--trace FILE] [--scheduler spread|binpack|best-fit]
+                   [--retry N --deadline S] [--saturate X --seed N] [--against DIR]…
+                   [--json] [--plot DIR] [--html FILE] [--progress] [--samples N]
+
+Without --trace it runs the embedded example (webhook/data/simulate/). The simulation
+itself is pure (policy/simulate/); this module reads the files and prints.
+Exit 0 ran, 1 a policy set does not compile, 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "simulate"
+DEFAULT_POLICY = DATA / "policy"
+DEFAULT_CLUSTER = DATA / "cluster.yaml"
+DEFAULT_TRACE = DATA / "trace.jsonl"
+
+
+def add_arguments(parser) -> None:
+    """Options of `allot simulate`."""
+    parser.add_argument("--policy", action="append", metavar="DIR", help="policy directory or file (repeatable; default with --trace: no policy, every pod admitted)")
+    parser.add_argument("--cluster", metavar="FILE", help="starting cluster: `kubectl get nodes,pods -o yaml` List, or an openb node list CSV")
+    parser.add_argument("--trace", metavar="FILE", help="arrivals and departures: Allot trace (JSONL/YAML), a decision log (serve --log-requests) or an openb pod list CSV (default: the embedded example)")
+    parser.add_argument("--scheduler", choices=("spread", "binpack", "best-fit"), default="spread", help="how admitted pods are bound (default spread, kube-scheduler's LeastAllocated)")
+    parser.add_argument("--retry", type=float, metavar="N", help="resubmit denied and unplaceable pods every N seconds (default: drop them)")
+    parser.add_argument("--deadline", type=float, metavar="S", help="give a resubmitted pod up S seconds after it first arrived (default 3600; needs --retry)")
+    parser.add_argument("--saturate", metavar="X", help="draw pods in seeded shuffled order, none departing, until arrived GPU demand reaches X times the cluster's GPUs")
+    parser.add_argument("--seed", type=int, default=0, help="shuffle seed of --saturate (default 0)")
+    parser.add_argument("--against", action="append", metavar="DIR", help="a second policy set over the same trace: both side by side, with the decisions that differ")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--plot", metavar="DIR", help="write PNG charts into DIR (needs matplotlib: pip install 'allot[sim]')")
+    parser.add_argument("--html", metavar="FILE", help="write one self-contained HTML page with the charts and tables")
+    parser.add_argument("--progress", action="store_true", help="show the progress bar on stderr even when it is not a terminal")
+    parser.add_argument("--samples", type=int, default=120, metavar="N", help="timeline points in the report (default 120)")
+
+
+def _read_text(path: str, what: str) -> str:
+    from webhook.cli import UsageError
+
+    try:
+        raw = pathlib.Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such {what} file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, expected a {what} file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: byte {exc.start}: not UTF-8 text") from None
+
+
+def load_cluster(path: str):
+    """The starting snapshot: a cluster-state file, or an openb node list CSV."""
+    from policy.cluster.snapshot import ClusterSnapshot, SnapshotError
+    from policy.simulate.openb import is_openb, openb_nodes
+    from policy.simulate.trace import TraceError
+    from webhook.cli import UsageError
+
+    text = _read_text(path, "cluster")
+    try:
+        if is_openb(text, "nodes"):
+            return ClusterSnapshot.from_objects(openb_nodes(text, path))
+        return ClusterSnapshot.from_text(text)
+    except (SnapshotError, TraceError) as exc:
+        raise UsageError(f"{path}: {exc}" if not str(exc).startswith(path) else str(exc)) from None
+
+
+def load_trace(path: str, names: dict | None = None):
+    """The trace of `path`, whichever of the three formats it is."""
+    from policy.simulate.openb import is_openb, openb_pods
+    from policy.simulate.trace import TraceError, is_decision_log, parse_allot, parse_decision_log
+    from webhook.cli import UsageError
+
+    text = _read_text(path, "trace")
+    path = names.get(path, path) if names else path
+    try:
+        if is_openb(text, "pods"):
+            return openb_pods(text, path)
+        if is_decision_log(text):
+            return parse_decision_log(text.splitlines(), path)
+        return parse_allot(text, path)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class Progress:
+    """A progress bar on stderr, redrawn at most every 0.1 s (the run calls it about 200 times in all)."""
+
+    def __init__(self, label: str, stream=sys.stderr):
+        import time
+
+        self.label, self.stream, self._clock, self._last = label, stream, time.monotonic, 0.0
+        self._finished = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._finished:
+            return
+        now = self._clock()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        filled = 30 * done // max(total, 1)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {100 * done // max(total, 1):3d}% {done:,}/{total:,} events")
+        if done >= total:
+            self.stream.write("\n")
+            self._finished = True
+        self.stream.flush()
+
+
+def _compile(paths: list[str] | None):
+    from webhook.cli.eval import load_policy
+
+    if not paths:
+        import lang
+
+        return lang.compile_policies([])[0]
+    return load_policy(paths)
+
+
+def simulate_once(policy_set, label: str, args, trace, progress):
+    """(report dict, Result) of one policy set over a freshly loaded starting cluster."""
+    from policy.engine import Engine
+    from policy.simulate.report import build_report
+    from policy.simulate.run import Options, Simulation
+    from policy.simulate.saturate import saturate, target_milli
+    from webhook.cli import UsageError
+
+    snapshot = load_cluster(args.cluster)
+    engine = Engine(policy_set)
+    sim = Simulation(engine, snapshot, Options(args.scheduler, args.retry, args.deadline if args.deadline is not None else 3600.0, args.samples))
+    events, target = trace.events, None
+    if args.saturate is not None:
+        if not sim.scheduler.gpu_total:
+            raise UsageError(f"{args.cluster}: the cluster has no schedulable GPUs to saturate")
+        target = target_milli(sim.scheduler.gpu_total, args._multiple)
+        try:
+            events = saturate(trace.arrivals, sim.gpu_of, target, args.seed)
+        except ValueError as exc:
+            raise UsageError(f"{trace.name}: {exc}") from None
+    result = sim.run(events, progress=progress, saturate_target=target)
+    inputs = {
+        "policy": label, "trace": trace.name, "trace_format": trace.fmt, "cluster": args._names.get(args.cluster, args.cluster),
+        "scheduler": args.scheduler, "retry": args.retry, "deadline": (args.deadline if args.deadline is not None else 3600.0) if args.retry else None,
+        "saturate": args.saturate, "seed": args.seed if args.saturate is not None else None,
+        "skipped": len(trace.skipped), "skipped_first": f"{trace.skipped[0][0]}: {trace.skipped[0][1]}" if trace.skipped else None,
+    }
+    return build_report(result, inputs, sim.quota.specs), result
+
+
+def run(args) -> int:
+    """Simulate, print the summary (or JSON), write charts and HTML on request."""
+    import math
+
+    from policy.simulate.report import differences, render_against, render_text
+    from policy.simulate.saturate import parse_multiple
+    from webhook.cli import UsageError
+
+    args._names = {}
+    if args.trace is None and args.cluster is None and args.policy is None:
+        args.policy, args.cluster, args.trace = [str(DEFAULT_POLICY)], str(DEFAULT_CLUSTER), str(DEFAULT_TRACE)
+        # Shown by name, not by install path: the report of the example is the same bytes on every machine.
+        args._names = {str(DEFAULT_POLICY): "example (embedded)", str(DEFAULT_CLUSTER): "example cluster.yaml (embedded)",
+                       str(DEFAULT_TRACE): "example trace.jsonl (embedded)", str(DATA / "against"): "example what-if (embedded)"}
+    if args.trace is None:
+        raise UsageError("give --trace FILE (or no --policy/--cluster/--trace at all for the embedded example)")
+    if args.cluster is None:
+        raise UsageError("give --cluster FILE: the nodes to simulate on (a cluster-state file or an openb node list CSV)")
+    for flag, value in (("--retry", args.retry), ("--deadline", args.deadline)):
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise UsageError(f"{flag} {value}: give a positive number of seconds")
+    if args.deadline is not None and args.retry is None:
+        raise UsageError("--deadline applies to resubmission: give --retry N too")
+    if args.samples < 1 or args.samples > 100000:
+        raise UsageError(f"--samples {args.samples}: give 1..100000")
+    args._multiple = None
+    if args.saturate is not None:
+        try:
+            args._multiple = parse_multiple(args.saturate)
+        except ValueError as exc:
+            raise UsageError(f"--saturate {exc}") from None
+        if args.retry is not None:
+            raise UsageError("--retry has nothing to wait for under --saturate: no pod ever departs")
+    trace = load_trace(args.trace, args._names)
+    policy_set = _compile(args.policy)
+    if policy_set is None:
+        return 1
+    other = None
+    if args.against:
+        other = _compile(args.against)
+        if other is None:
+            return 1
+    show = args.progress or sys.stderr.isatty()
+    label_a = ",".join(args._names.get(p, p) for p in args.policy) if args.policy else "none (every pod admitted)"
+    report, result = simulate_once(policy_set, label_a, args, trace, Progress("simulate") if show else None)
+    doc, text = report, None
+    if other is not None:
+        label_b = ",".join(args._names.get(p, p) for p in args.against)
+        report_b, result_b = simulate_once(other, label_b, args, trace, Progress("against ") if show else None)
+        diff = differences(result, result_b)
+        doc = {"a": report, "b": report_b, "differences": diff}
+        text = render_against(report, report_b, diff)
+    if args.plot or args.html:
+        from webhook.simulate_charts import charts, html_page
+
+        try:
+            images = charts(report, report_b if other is not None else None)
+        except ImportError:
+            raise UsageError("--plot and --html need matplotlib: pip install 'allot[sim]'") from None
+        if args.plot:
+            out = pathlib.Path(args.plot)
+            out.mkdir(parents=True, exist_ok=True)
+            for name, png in images.items():
+                (out / name).write_bytes(png)
+        if args.html:
+            pathlib.Path(args.html).write_text(html_page(doc, images), encoding="utf-8")
+    if args.json:
+        print(json.dumps(doc, indent=1, sort_keys=True))
+    else:
+        print(text if text is not None else render_text(report))
+    return 0
