@@ -94,6 +94,7 @@ class Simulation:
         self.index = PlacementIndex.from_snapshot(snapshot, (), models)
         snapshot.subscribe(self.index.on_event)
         self._models = models
+        self._requests: dict[int, object] = {}  # object id -> PodRequest of the unpatched object
         self.scheduler = Scheduler(options.scheduler, self.index, list(snapshot.nodes()), node_allocatable)
         self._running: dict[str, tuple] = {}  # pod key -> (node, PodRequest, bound pod, object id, gpu milli)
         for pod in list(snapshot.pods()):  # pods the cluster file already runs hold their resources
@@ -114,6 +115,13 @@ class Simulation:
         """Milli-GPU one pod asks (whole devices × 1000, or its share)."""
         d = demand_of(pod_demand(pod, self.snapshot), self._models)
         return d.gpu_milli if d is not None else 0
+
+    def _arrival_request(self, oid: int, obj):
+        """The PodRequest of a trace object as written (read once: every attempt and the demand gauges share it)."""
+        req = self._requests.get(oid)
+        if req is None:
+            req = self._requests[oid] = self._request(obj)
+        return req
 
     def run(self, events: Sequence, *, sample_at: Callable | None = None, progress: Callable[[int, int], None] | None = None,
             saturate_target: int | None = None) -> Result:
@@ -178,7 +186,7 @@ class Simulation:
                     for oid, att in list(waiting.items()):
                         if res.outcomes[oid].key == ref:
                             del waiting[oid]
-                            demand_live -= self.gpu_of(objects[oid].obj)
+                            demand_live -= self._arrival_request(oid, objects[oid].obj).gpu_milli
                             res.outcomes[oid].final = "withdrawn"
                 else:
                     key, token = ref
@@ -195,7 +203,7 @@ class Simulation:
                 out = res.outcomes[oid]
                 if attempt == 0:
                     first_at[oid] = t
-                    gpu = self.gpu_of(arrival.obj)
+                    gpu = self._arrival_request(oid, arrival.obj).gpu_milli
                     res.arrived_gpu += gpu
                     demand_live += gpu
                 else:
@@ -214,9 +222,9 @@ class Simulation:
                         heapq.heappush(heap, (t + retry, _ARRIVE, seq, oid, attempt + 1))
                         seq += 1
                     else:
-                        demand_live -= gpu if gpu is not None else self.gpu_of(arrival.obj)
+                        demand_live -= self._arrival_request(oid, arrival.obj).gpu_milli
                 elif out.final == "conflict":
-                    demand_live -= gpu if gpu is not None else self.gpu_of(arrival.obj)
+                    demand_live -= self._arrival_request(oid, arrival.obj).gpu_milli
                 if step_d is not None:
                     while res.arrived_gpu >= next_sample and next_sample <= saturate_target:
                         sample(t)
@@ -275,7 +283,8 @@ class Simulation:
         }
         engine, snap = self.engine, self.snapshot
         decision = engine.decide(request, snap, now, mutate=True, reserve=False)
-        if decision.allowed and decision.patch:
+        decision_patched = bool(decision.allowed and decision.patch)
+        if decision_patched:
             try:
                 pod = apply_patch(pod, decision.patch)
             except PatchError as exc:  # the API server would refuse the patched object
@@ -303,7 +312,7 @@ class Simulation:
             if r.mode == "warn":
                 res.warned[r.code] = res.warned.get(r.code, 0) + 1
         snap.apply("ADDED", pod)
-        req = self._request(pod)
+        req = self._arrival_request(oid, obj) if not decision_patched else self._request(pod)
         node, code, message = self.scheduler.place(req)
         if node is None:
             snap.apply("DELETED", pod)

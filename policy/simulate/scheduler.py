@@ -25,10 +25,13 @@ from typing import Iterable, Mapping
 from sortedcontainers import SortedList
 
 from policy.placement.devices import FULL, Demand
-from policy.simulate.resources import HOSTNAME, NodeAllocatable, NodeSelection
+from policy.simulate.resources import NodeAllocatable, NodeSelection
 
 SCHEDULERS = ("spread", "binpack", "best-fit")
 GPU_PRODUCT = "nvidia.com/gpu.product"
+# Labels that describe a node's hardware (GFD, node.kubernetes.io/instance-type) join its group's shape; the
+# rest (hostname, rack, zone…) vary per node and would split groups down to single nodes.
+SHAPE_LABELS = ("nvidia.com/", "node.kubernetes.io/instance-type", "kubernetes.io/arch", "kubernetes.io/os")
 STARVED_CPU = 1000  # millicores: below this free cpu a node's idle GPUs count as stranded by cpu
 STARVED_MEMORY = 2**30  # bytes: likewise for memory
 
@@ -78,7 +81,7 @@ class SimNode:
 
 
 class Group:
-    """Nodes of one shape (cpu, memory, GPUs, GPU model, labels other than the hostname), sorted by usage."""
+    """Nodes of one shape (cpu, memory, GPUs, hardware labels), sorted by usage."""
 
     __slots__ = ("cap_cpu", "cap_mem", "cap_gpu", "labels", "nodes", "by_gpu", "by_cpu")
     # by_gpu: (untouched devices h, b) -> SortedList of (key, i, node), best first, for nodes with some GPU free.
@@ -117,7 +120,7 @@ class Scheduler:
             node = self.nodes[a.name] = SimNode(i, a, gpus)
             if not a.schedulable:
                 continue
-            labels = {k: v for k, v in a.labels.items() if k != HOSTNAME}
+            labels = {k: v for k, v in a.labels.items() if k.startswith(SHAPE_LABELS)}
             shape = (a.cpu, a.memory, gpus, json.dumps(labels, sort_keys=True))
             group = by_shape.get(shape)
             if group is None:
@@ -263,7 +266,7 @@ class Scheduler:
         """True/False when the selector only reads labels the whole group shares; None when it must ask each node."""
         if sel.empty:
             return True
-        if HOSTNAME in sel.keys:
+        if not all(k.startswith(SHAPE_LABELS) for k in sel.keys):
             return None
         return sel.matches(group.labels)
 
@@ -278,16 +281,9 @@ class Scheduler:
             ok = self._group_selects(group, req.selection)
             if ok is False:
                 continue
-            if demand is None:
-                orders = (group.by_cpu,)
-            elif not group.cap_gpu:
+            orders = self._orders(group, demand)
+            if not orders:
                 continue
-            elif demand.whole:
-                k = demand.whole
-                orders = [lst for (h, _b), lst in group.by_gpu.items() if h >= k]
-            else:
-                floor = demand.milli // 100
-                orders = [lst for (h, b), lst in group.by_gpu.items() if h or b >= floor]
             head = None
             for order in orders:
                 for entry in order:
@@ -304,12 +300,44 @@ class Scheduler:
         self._nowhere[req.signature] = (self._epoch, code, message)
         return None, code, message
 
+    @staticmethod
+    def _orders(group: Group, demand: Demand | None) -> list:
+        """The group's sorted lists that may hold a node for `demand` (others are short of GPU by construction)."""
+        if demand is None:
+            return [group.by_cpu]
+        if not group.cap_gpu:
+            return []
+        if demand.whole:
+            k = demand.whole
+            return [lst for (h, _b), lst in group.by_gpu.items() if h >= k]
+        floor = demand.milli // 100
+        return [lst for (h, b), lst in group.by_gpu.items() if h or b >= floor]
+
     def _explain(self, req: PodRequest) -> tuple[str, str]:
-        """Count every node's first failing filter: the commonest is the code; the message lists them all."""
+        """Count every node's first failing filter: the commonest is the code; the message lists them all.
+
+        Per group: nodes outside the lists that could hold the pod lack GPU by construction, so only
+        the candidates are asked one by one (the same nodes `place` just walked).
+        """
         counts: dict[str, int] = {}
-        for node in self.nodes.values():
-            why = self._why_not(node, req) or "InsufficientGPU"  # a fit here means a race with nothing: cannot happen
-            counts[why] = counts.get(why, 0) + 1
+
+        def add(why: str, n: int) -> None:
+            if n:
+                counts[why] = counts.get(why, 0) + n
+
+        add("NodeUnschedulable", sum(1 for n in self.nodes.values() if n.group is None))
+        for group in self.groups:
+            ok = self._group_selects(group, req.selection)
+            if ok is False:
+                add("NodeAffinity", len(group.nodes))
+                continue
+            orders = self._orders(group, req.demand)
+            asked = 0
+            for order in orders:
+                for _key, _i, node in order:
+                    asked += 1
+                    add(self._why_not(node, req, ok) or "InsufficientGPU", 1)  # a fit here cannot happen: place found none
+            add("InsufficientGPU", len(group.nodes) - asked)
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], list(WHY).index(kv[0])))
         detail = ", ".join(f"{n} {WHY[k]}" for k, n in ranked)
         return ranked[0][0], f"0/{len(self.nodes)} nodes are available: {detail}"

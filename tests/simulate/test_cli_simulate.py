@@ -101,3 +101,22 @@ def test_policy_that_does_not_compile_exits_1(tmp_path):
     p = allot("simulate", "--policy", str(tmp_path), "--cluster", str(ROOT / "webhook/data/simulate/cluster.yaml"),
               "--trace", str(ROOT / "webhook/data/simulate/trace.jsonl"))
     assert p.returncode == 1 and "bad.policy" in p.stderr
+
+
+def test_bench_simulate_runs_a_small_synthetic_case():
+    p = allot("bench", "simulate", "--only", "synthetic", "--nodes", "64", "--pods", "300", "--json")
+    assert p.returncode == 0, p.stderr
+    figures = json.loads(p.stdout)
+    case = figures["cases"][0]
+    assert (case["case"], case["nodes"], case["pods"]) == ("synthetic", 64, 300)
+    assert 0 < case["bound"] <= 300 and case["rss_bytes"] > 0 and case["wall_s"] > 0
+
+
+def test_against_reports_both_sides_and_the_differences():
+    p = allot("simulate", "--against", str(ROOT / "webhook/data/simulate/against"), "--json")
+    doc = json.loads(p.stdout)
+    assert set(doc) == {"a", "b", "differences"}
+    assert doc["a"]["denied_by_block"].get("rule team-c-no-whole-hosts") and not doc["b"]["denied_by_block"].get("rule team-c-no-whole-hosts")
+    assert doc["differences"]["count"] == len(doc["differences"]["listed"]) > 0
+    text = allot("simulate", "--against", str(ROOT / "webhook/data/simulate/against")).stdout
+    assert "decisions that differ:" in text and "team-c/" in text
