@@ -59,7 +59,7 @@ class PodRequest:
 
 def pod_request(cpu: int, memory: int, demand: Demand | None, selection: NodeSelection) -> PodRequest:
     """A PodRequest; the signature keys the 'does not fit anywhere' cache."""
-    sel = None if selection.empty else json.dumps([selection.selector, selection.terms], sort_keys=True, default=str)
+    sel = None if selection.empty else repr((sorted(selection.selector.items()), selection.terms))
     gpu = demand.gpu_milli if demand is not None else 0
     d = (demand.whole, demand.milli, demand.memory, demand.model) if demand is not None else None
     return PodRequest(cpu, memory, gpu, demand, selection, (cpu, memory, d, sel))
@@ -131,6 +131,7 @@ class Scheduler:
             self.gpu_total += gpus * FULL
             self.cpu_total += a.cpu
             self.mem_total += a.memory
+        self.unschedulable = sum(1 for n in self.nodes.values() if n.group is None)
         for node in self.nodes.values():
             if node.group is not None:
                 self._refresh(node)
@@ -325,7 +326,7 @@ class Scheduler:
             if n:
                 counts[why] = counts.get(why, 0) + n
 
-        add("NodeUnschedulable", sum(1 for n in self.nodes.values() if n.group is None))
+        add("NodeUnschedulable", self.unschedulable)
         for group in self.groups:
             ok = self._group_selects(group, req.selection)
             if ok is False:

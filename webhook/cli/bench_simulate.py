@@ -18,6 +18,7 @@ import sys
 CASES = ("openb-time", "openb-saturate", "openb-saturate-progress", "synthetic")
 BUDGET_S = {"openb-time": 10.0, "openb-saturate": 10.0, "openb-saturate-progress": 10.0, "synthetic": 60.0}
 GIB = 2**30
+REPEATS = 3
 OPENB_FILES = ("openb_node_list_all_node.csv", "openb_pod_list_default.csv")
 
 
@@ -107,16 +108,28 @@ def run(args) -> int:
     load_before = os.getloadavg()
     rows = []
     env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[2])}
-    for case in cases:
+    def one(case: str) -> dict:
         cmd = [sys.executable, "-m", "webhook", "bench", "simulate", "--case", case, "--nodes", str(args.nodes),
                "--pods", str(args.pods), "--scheduler", args.scheduler] + (["--openb", args.openb] if args.openb else [])
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise RuntimeError(f"case {case} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
-        rows.append(json.loads(p.stdout))
+        return json.loads(p.stdout)
+
+    # The progress pair runs interleaved, best of REPEATS each: one run's cpu time on a shared
+    # machine moves by more than the 2 % being measured.
+    pair = [c for c in ("openb-saturate", "openb-saturate-progress") if c in cases]
+    best: dict[str, dict] = {}
+    for _ in range(REPEATS if len(pair) == 2 else 1):
+        for case in pair:
+            r = one(case)
+            if case not in best or r["run_cpu_s"] < best[case]["run_cpu_s"]:
+                best[case] = r
+    for case in cases:
+        rows.append(best[case] if case in best else one(case))
     by = {r["case"]: r for r in rows}
     overhead = None
-    if "openb-saturate" in by and "openb-saturate-progress" in by:
+    if len(pair) == 2:
         base = by["openb-saturate"]["run_cpu_s"]
         overhead = round(100 * (by["openb-saturate-progress"]["run_cpu_s"] - base) / base, 1) if base else None
     figures = {"load_average_before": [round(x, 2) for x in load_before], "load_average_after": [round(x, 2) for x in os.getloadavg()],
@@ -136,6 +149,6 @@ def run(args) -> int:
     if syn:
         print(f"synthetic peak RSS {syn['rss_bytes'] / GIB:.2f} GiB (budget 2 GiB): {'ok' if syn['rss_bytes'] <= 2 * GIB else 'OVER'}")
     if overhead is not None:
-        print(f"progress bar overhead (simulation cpu, saturating openb): {overhead:+.1f}% (budget 2%; cpu-time noise on a shared machine is about ±3%)")
+        print(f"progress bar overhead (simulation cpu, saturating openb): {overhead:+.1f}% (budget 2%; best of 3 interleaved runs each)")
     print("baseline: the Go research simulator of the openb paper, ~600 s per experiment on 2 vCPUs")
     return 0
