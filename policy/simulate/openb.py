@@ -28,12 +28,16 @@ MODEL_MEMORY_MIB = {"P100": 16384, "T4": 16384, "V100M16": 16384, "V100M32": 327
 
 
 def _rows(text: str, name: str, columns: tuple[str, ...]):
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in columns if c not in (reader.fieldnames or ())]
-    if missing:
-        raise TraceError(f"{name}:1: not an openb CSV: missing column(s) {', '.join(missing)}")
-    for n, row in enumerate(reader, 2):
-        yield n, row
+    reader = csv.DictReader(io.StringIO(text, newline=""))  # newline="": csv itself reads \r\n, \r and quoted breaks
+    try:
+        fields = reader.fieldnames or ()
+        missing = [c for c in columns if c not in fields]
+        if missing:
+            raise TraceError(f"{name}:1: not an openb CSV: missing column(s) {', '.join(missing)}")
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise TraceError(f"{name}:{reader.line_num}: not readable as CSV ({exc})") from None
 
 
 def _int(row: dict, col: str, where: str, *, empty: int | None = None) -> int:

@@ -15,11 +15,11 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from policy.cluster.snapshot import is_live
+from policy.cluster.snapshot import SnapshotError, is_live
 from policy.subject.demand import pod_demand
 from policy.placement import PlacementIndex
 from policy.placement.query import demand_of
-from policy.simulate.resources import NodeSelection, node_allocatable, pod_requests
+from policy.simulate.resources import NodeSelection, ResourceError, node_allocatable, pod_requests
 from policy.simulate.scheduler import Scheduler, pod_request
 from policy.simulate.trace import Arrival, Departure, pod_key
 from policy.testing.patch import PatchError, apply_patch
@@ -116,6 +116,13 @@ class Simulation:
         d = demand_of(pod_demand(pod, self.snapshot), self._models)
         return d.gpu_milli if d is not None else 0
 
+    def _gpu_demand(self, oid: int, obj) -> int:
+        """Milli-GPU a trace object asks; 0 for an object the API server would refuse (counted when it is)."""
+        try:
+            return self._arrival_request(oid, obj).gpu_milli
+        except (ResourceError, TypeError, AttributeError):
+            return 0
+
     def _arrival_request(self, oid: int, obj):
         """The PodRequest of a trace object as written (read once: every attempt and the demand gauges share it)."""
         req = self._requests.get(oid)
@@ -186,7 +193,7 @@ class Simulation:
                     for oid, att in list(waiting.items()):
                         if res.outcomes[oid].key == ref:
                             del waiting[oid]
-                            demand_live -= self._arrival_request(oid, objects[oid].obj).gpu_milli
+                            demand_live -= self._gpu_demand(oid, objects[oid].obj)
                             res.outcomes[oid].final = "withdrawn"
                 else:
                     key, token = ref
@@ -203,7 +210,7 @@ class Simulation:
                 out = res.outcomes[oid]
                 if attempt == 0:
                     first_at[oid] = t
-                    gpu = self._arrival_request(oid, arrival.obj).gpu_milli
+                    gpu = self._gpu_demand(oid, arrival.obj)
                     res.arrived_gpu += gpu
                     demand_live += gpu
                 else:
@@ -222,9 +229,9 @@ class Simulation:
                         heapq.heappush(heap, (t + retry, _ARRIVE, seq, oid, attempt + 1))
                         seq += 1
                     else:
-                        demand_live -= self._arrival_request(oid, arrival.obj).gpu_milli
+                        demand_live -= self._gpu_demand(oid, arrival.obj)
                 elif out.final == "conflict":
-                    demand_live -= self._arrival_request(oid, arrival.obj).gpu_milli
+                    demand_live -= self._gpu_demand(oid, arrival.obj)
                 if step_d is not None:
                     while res.arrived_gpu >= next_sample and next_sample <= saturate_target:
                         sample(t)
@@ -311,8 +318,13 @@ class Simulation:
         for r in decision.reasons:
             if r.mode == "warn":
                 res.warned[r.code] = res.warned.get(r.code, 0) + 1
-        snap.apply("ADDED", pod)
-        req = self._arrival_request(oid, obj) if not decision_patched else self._request(pod)
+        try:  # the API server validates the object after admission: a malformed one never exists
+            req = self._arrival_request(oid, obj) if not decision_patched else self._request(pod)
+            snap.apply("ADDED", pod)
+        except (ResourceError, SnapshotError, TypeError, AttributeError) as exc:
+            out.final, out.codes, out.blocks, out.message = "denied", ("Invalid",), (), f"the API server refuses the object: {exc}"
+            res.denied_attempts["Invalid"] = res.denied_attempts.get("Invalid", 0) + 1
+            return None
         node, code, message = self.scheduler.place(req)
         if node is None:
             snap.apply("DELETED", pod)

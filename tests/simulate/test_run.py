@@ -116,3 +116,17 @@ def test_differences_list_changed_decisions():
     assert diff["count"] == 1
     assert diff["listed"][0]["object"] == "team-a/a2"
     assert diff["listed"][0]["a"]["final"] == "denied" and diff["listed"][0]["b"]["final"] == "bound"
+
+
+@pytest.mark.parametrize("spec", [
+    {"containers": "not-a-list"},
+    {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]},
+    {"containers": [{"name": "c", "resources": {"requests": {"memory": "-1Gi"}}}]},
+])
+def test_malformed_pods_are_refused_not_crashed(spec):
+    from policy.simulate.trace import Arrival
+
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad", "namespace": "team-a"}, "spec": spec}
+    result, sim = simulate([gpu_node("n")], [Arrival(0, obj), arrive(1, "good", gpus=1)])
+    assert result.outcomes[0].final == "denied" and result.outcomes[0].codes
+    assert result.outcomes[1].final == "bound"
