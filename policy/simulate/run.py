@@ -2,8 +2,9 @@
 
 Each arrival is one pod CREATE: decided by the mutating side (its patch applied), then
 by the validating side (which holds quota as the webhook does), then — if admitted —
-added to the snapshot Pending and bound by the scheduler model, or deleted again when
-no node takes it. Denied and unplaceable pods are dropped, or resubmitted every
+bound by the scheduler model and added to the snapshot bound (the quota ledger and the
+placement index follow its events), or never created when no node takes it (its quota
+hold released). Denied and unplaceable pods are dropped, or resubmitted every
 `retry` seconds until `deadline` seconds after they first arrived. A bound pod leaves
 after its `duration` (its run keeps its length however long it waited) or at a trace
 departure. Time is the trace's; nothing reads a clock.
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from policy.cluster.snapshot import SnapshotError, is_live
+from policy.cluster.shape import shape_problem
 from policy.subject.demand import pod_demand
 from policy.placement import PlacementIndex
 from policy.placement.query import demand_of
@@ -320,19 +322,23 @@ class Simulation:
                 res.warned[r.code] = res.warned.get(r.code, 0) + 1
         try:  # the API server validates the object after admission: a malformed one never exists
             req = self._arrival_request(oid, obj) if not decision_patched else self._request(pod)
-            snap.apply("ADDED", pod)
+            problem = shape_problem("Pod", pod)
+            if problem is not None:
+                raise SnapshotError(problem)
         except (ResourceError, SnapshotError, TypeError, AttributeError) as exc:
             out.final, out.codes, out.blocks, out.message = "denied", ("Invalid",), (), f"the API server refuses the object: {exc}"
             res.denied_attempts["Invalid"] = res.denied_attempts.get("Invalid", 0) + 1
             return None
         node, code, message = self.scheduler.place(req)
         if node is None:
-            snap.apply("DELETED", pod)
+            # Never created: drop the quota hold its admission took (the snapshot would have, on seeing the pod).
+            snap.reservations.release(key)
             out.final, out.codes, out.blocks, out.message = "unplaceable", (code,), (), message
             res.unplaceable_attempts[code] = res.unplaceable_attempts.get(code, 0) + 1
             return None
         bound = {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": {"phase": "Running"}}
-        snap.apply("MODIFIED", bound)
+        # The scheduler binds at once, so the pod appears bound: one snapshot event instead of Pending, then bound.
+        snap.apply("ADDED", bound)
         self.scheduler.bind(node, req)
         self._running[key] = (node, req, bound, oid, req.gpu_milli)
         out.final, out.codes, out.blocks, out.node, out.message = "bound", (), (), node, ""
