@@ -207,7 +207,7 @@ def run(args) -> int:
         doc = {"a": report, "b": report_b, "differences": diff}
         text = render_against(report, report_b, diff)
     if args.plot or args.html:
-        from webhook.simulate_charts import charts, html_page
+        from webhook.simulate.charts import charts, html_page
 
         try:
             images = charts(report, report_b if other is not None else None)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim_builders import L4, arrive, gpu_node, node, simulate
+from tests.policy.simulate.sim_builders import L4, arrive, gpu_node, node, simulate
 
 NODES = [gpu_node("a"), gpu_node("b"), gpu_node("c")]
 

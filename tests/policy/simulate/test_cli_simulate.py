@@ -10,7 +10,7 @@ import pytest
 
 from test_traces import NODES_CSV, PODS_CSV
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def allot(*args, cwd=None):

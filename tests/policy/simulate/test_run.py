@@ -4,7 +4,7 @@ import pytest
 
 from policy.simulate.report import build_report, differences
 from policy.simulate.saturate import parse_multiple, saturate, target_milli
-from sim_builders import Departure, arrive, gpu_node, simulate
+from tests.policy.simulate.sim_builders import Departure, arrive, gpu_node, simulate
 
 QUOTA = """
 quota team-a {

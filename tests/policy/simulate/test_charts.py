@@ -17,7 +17,7 @@ BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-c
 def outputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("sim")
     p = allot("simulate", "--retry", "60", "--against", "webhook/data/simulate/against",
-              "--plot", str(d / "plots"), "--html", str(d / "report.html"), cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+              "--plot", str(d / "plots"), "--html", str(d / "report.html"), cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]))
     assert p.returncode == 0, p.stderr
     return d
 
@@ -31,7 +31,7 @@ def test_plot_writes_the_charts_as_png(outputs):
 
 def test_charts_are_byte_identical_across_runs(outputs, tmp_path):
     p = allot("simulate", "--retry", "60", "--against", "webhook/data/simulate/against", "--plot", str(tmp_path),
-              cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+              cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]))
     assert p.returncode == 0
     for f in (outputs / "plots").iterdir():
         assert (tmp_path / f.name).read_bytes() == f.read_bytes(), f.name

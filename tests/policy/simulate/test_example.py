@@ -8,7 +8,7 @@ import lang
 from policy.simulate.synthetic import example, trace_lines
 from webhook.sources import read_policy_sources
 
-DATA = pathlib.Path(__file__).resolve().parents[2] / "webhook" / "data" / "simulate"
+DATA = pathlib.Path(__file__).resolve().parents[3] / "webhook" / "data" / "simulate"
 
 
 def test_shipped_trace_and_cluster_match_the_generator():
