@@ -12,6 +12,7 @@ from typing import Mapping
 from fractions import Fraction
 
 from lang.quantity import QuantityError
+from policy.placement.needs import node_filter, pod_requests as needs_requests
 from policy.subject.dialects.common import EMPTY, quantity
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -69,34 +70,31 @@ def _whole(value: object, path: str) -> int:
     return -(-q.numerator // q.denominator) if not isinstance(q, int) else q
 
 
-def _container_requests(c: Mapping, where: str) -> tuple[int, int]:
-    res = c.get("resources") or EMPTY
-    req, lim = res.get("requests") or EMPTY, res.get("limits") or EMPTY
-    cpu = req.get("cpu", lim.get("cpu"))  # a limit alone implies an equal request
-    mem = req.get("memory", lim.get("memory"))
-    return (milli(cpu, f"{where}.resources.requests.cpu") if cpu is not None else 0,
-            whole(mem, f"{where}.resources.requests.memory") if mem is not None else 0)
+def _check_quantities(spec: Mapping) -> None:
+    """ResourceError naming the field when a cpu or memory request, limit or overhead is not a quantity."""
+    for kind in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(kind) or ()):
+            res = (c.get("resources") or EMPTY) if isinstance(c, Mapping) else EMPTY
+            for table in ("requests", "limits"):
+                for name in ("cpu", "memory"):
+                    value = (res.get(table) or EMPTY).get(name)
+                    if value is not None:
+                        _exact(value, f"spec.{kind}[{i}].resources.{table}.{name}")
+    overhead = spec.get("overhead") or EMPTY
+    for name in ("cpu", "memory"):
+        if overhead.get(name) is not None:
+            _exact(overhead[name], f"spec.overhead.{name}")
 
 
 def pod_requests(pod: Mapping) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) the scheduler reserves: app containers and sidecars add, init containers max."""
+    """(cpu millicores, memory bytes) the scheduler reserves, as placement computes them (`policy.placement.needs`).
+
+    One computation serves the webhook's placement and the simulator's scheduler; here a value
+    that is not a quantity is a located ResourceError instead of counting as nothing.
+    """
     spec = pod.get("spec") or EMPTY
-    cpu = mem = 0
-    for i, c in enumerate(spec.get("containers") or ()):
-        a, b = _container_requests(c, f"spec.containers[{i}]")
-        cpu, mem = cpu + a, mem + b
-    init_cpu = init_mem = 0
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        a, b = _container_requests(c, f"spec.initContainers[{i}]")
-        if c.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
-            cpu, mem = cpu + a, mem + b
-        else:
-            init_cpu, init_mem = max(init_cpu, a), max(init_mem, b)
-    overhead = spec.get("overhead") or EMPTY
-    if overhead:
-        cpu += milli(overhead.get("cpu", 0), "spec.overhead.cpu")
-        mem += whole(overhead.get("memory", 0), "spec.overhead.memory")
-    return max(cpu, init_cpu), max(mem, init_mem)
+    _check_quantities(spec)
+    return needs_requests(spec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,52 +123,27 @@ def node_allocatable(node: Mapping) -> NodeAllocatable:
     return NodeAllocatable(name, cpu, mem, labels, ready and not cordoned)
 
 
-def _expression_holds(expr: Mapping, labels: Mapping[str, str]) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
-    have = labels.get(key)
-    if op == "In":
-        return have is not None and have in values
-    if op == "NotIn":
-        return have is None or have not in values
-    if op == "Exists":
-        return have is not None
-    if op == "DoesNotExist":
-        return have is None
-    if op in ("Gt", "Lt") and have is not None and values:
-        try:
-            a, b = int(have), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
 class NodeSelection:
-    """A pod's `nodeSelector` and required node affinity, matched as kube-scheduler's NodeAffinity filter does."""
+    """A pod's `nodeSelector` and required node affinity: placement's `NodeFilter`, plus the label keys it reads."""
 
-    __slots__ = ("selector", "terms", "keys")
+    __slots__ = ("filter", "keys")
 
     def __init__(self, pod: Mapping):
         spec = pod.get("spec") or EMPTY
-        self.selector = dict(spec.get("nodeSelector") or EMPTY)
-        required = (((spec.get("affinity") or EMPTY).get("nodeAffinity") or EMPTY)
-                    .get("requiredDuringSchedulingIgnoredDuringExecution") or EMPTY)
-        self.terms = [t.get("matchExpressions") or () for t in required.get("nodeSelectorTerms") or () if isinstance(t, Mapping)]
-        keys = set(self.selector)
-        for exprs in self.terms:
-            keys.update(e.get("key") for e in exprs)
+        self.filter = node_filter(spec) if isinstance(spec, Mapping) else None
+        keys: set[str] = set()
+        if self.filter is not None:
+            keys.update(k for k, _v in self.filter.selector)
+            for exprs, fields in self.filter.terms or ():
+                keys.update(e[0] for e in exprs)
+                keys.update("metadata.name" for _f in fields)  # a field names the node itself: judged per node
         self.keys = frozenset(keys)
 
     @property
     def empty(self) -> bool:
         """No constraint at all: every node passes."""
-        return not self.selector and not self.terms
+        return self.filter is None
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        """All nodeSelector labels equal, and one term (if any) whose expressions all hold."""
-        for k, v in self.selector.items():
-            if labels.get(k) != v:
-                return False
-        if not self.terms:
-            return True
-        return any(all(_expression_holds(e, labels) for e in exprs) for exprs in self.terms)
+        """All nodeSelector labels equal, and one term (if any) whose expressions all hold (the node's name from its hostname label)."""
+        return self.filter is None or self.filter.matches(labels.get(HOSTNAME, ""), labels)

@@ -59,7 +59,7 @@ class PodRequest:
 
 def pod_request(cpu: int, memory: int, demand: Demand | None, selection: NodeSelection) -> PodRequest:
     """A PodRequest; the signature keys the 'does not fit anywhere' cache."""
-    sel = None if selection.empty else repr((sorted(selection.selector.items()), selection.terms))
+    sel = None if selection.empty else selection.filter
     gpu = demand.gpu_milli if demand is not None else 0
     d = (demand.whole, demand.milli, demand.memory, demand.model) if demand is not None else None
     return PodRequest(cpu, memory, gpu, demand, selection, (cpu, memory, d, sel))
