@@ -95,16 +95,14 @@ def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> No
     """Move a node's resource contribution from `old` to `new` in its domains (per-node levels keep none)."""
     o = old if old is not None else _NOTHING
     n = new if new is not None else _NOTHING
-    d_cpu, d_ram, d_pods = n[0] - o[0], n[1] - o[1], n[2] - o[2]
+    d_sums = packed(n[0] - o[0], n[1] - o[1], n[2] - o[2])
     aggs = node.aggs
     if not aggs:
         return
     for agg in aggs:
         caps = agg.caps
         if len(caps) == _WITH_SUMS:
-            caps[_CPU] += d_cpu
-            caps[_RAM] += d_ram
-            caps[_PODS] += d_pods
+            caps[_SUMS] += d_sums
     _count_free(aggs[0].res, old, new)
 
 
@@ -128,14 +126,27 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
             c[b] = c.get(b, 0) + 1
 
 
-_CPU, _RAM, _PODS = len(SHAPES), len(SHAPES) + 1, len(SHAPES) + 2  # caps[_CPU]: free cpu summed over nodes with GPU room
-_WITH_SUMS = len(SHAPES) + 3
+# caps[_SUMS]: free (cpu, memory, pod slots) summed over the agg's nodes with GPU room, packed in ONE int as
+# memory << 256 | cpu << 128 | slots. Sums are linear, so adding packed deltas (negative fields included) is exact
+# while each field stays in [0, 2**128) — int64 node amounts summed over fewer than 2**64 nodes always do; one int
+# per level per event instead of three is one cold object, not three.
+_SUMS = len(SHAPES)
+_WITH_SUMS = len(SHAPES) + 1
+_FIELD = (1 << 128) - 1
+
+
+def packed(cpu: int, ram: int, pods: int) -> int:
+    """(cpu, memory, slots) as the one int caps[_SUMS] holds (deltas may be negative)."""
+    return (ram << 256) + (cpu << 128) + pods
 
 
 def sums(agg: "Agg") -> tuple[int, int, int] | None:
     """Free (cpu, memory, pod slots) summed over the agg's nodes with GPU room; None at per-node levels."""
     caps = agg.caps
-    return (caps[_CPU], caps[_RAM], caps[_PODS]) if len(caps) == _WITH_SUMS else None
+    if len(caps) != _WITH_SUMS:
+        return None
+    s = caps[_SUMS]
+    return (s >> 128) & _FIELD, s >> 256, s & _FIELD
 
 
 def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
@@ -204,11 +215,11 @@ class Agg:
         self.nodes = 0
         self.domain = domain
         self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
-        # caps[len(SHAPES):] = free cpu, memory, pod slots summed over nodes with GPU room (not at per-node levels,
+        # caps[_SUMS] = free cpu, memory, pod slots summed over nodes with GPU room, packed (not at per-node levels,
         # where the node itself is looked at): kept in `caps` so a bind event touches no extra object per level.
         per_node = domain.level >= 0 and domain.tree.per_node[domain.level]
         if not per_node:
-            self.caps += [0, 0, 0]
+            self.caps.append(0)  # caps[_SUMS]
         # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
         # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
         self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
@@ -424,12 +435,12 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
         return
     h_old, h_new = old[0], new[0]
     _move_whole(node.aggs, h_old, h_new, _deltas(h_old, h_new) if h_old != h_new else (),
-                res[0] - res_old[0], res[1] - res_old[1], res[2] - res_old[2])
+                packed(res[0] - res_old[0], res[1] - res_old[1], res[2] - res_old[2]))
     _count_free(node.aggs[0].res if node.aggs else None, res_old, res)
 
 
-def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple, d_cpu: int = 0, d_ram: int = 0, d_pods: int = 0) -> None:
-    """A node stays counted and only its free whole devices (and free cpu/memory/slots, by the deltas) change."""
+def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple, d_sums: int = 0) -> None:
+    """A node stays counted and only its free whole devices (and free cpu/memory/slots, by the packed `d_sums`) change."""
     # Memory-bound at 256k nodes (each cold object costs a cache miss): touch only the agg, its
     # lists and the buckets; the buckets hold aggs, not domains, so hashing needs no extra object.
     for agg in aggs:
@@ -439,10 +450,8 @@ def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple, d_cpu: int =
             hist.extend([0] * (h_new + 1 - len(hist)))
         hist[h_new] += 1
         caps = agg.caps
-        if len(caps) == _WITH_SUMS:  # the resource sums ride in caps (not at per-node levels)
-            caps[_CPU] += d_cpu
-            caps[_RAM] += d_ram
-            caps[_PODS] += d_pods
+        if d_sums and len(caps) == _WITH_SUMS:  # the resource sums ride in caps (not at per-node levels)
+            caps[_SUMS] += d_sums
         if not deltas:
             continue
         lists = agg.lists
