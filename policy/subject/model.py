@@ -98,6 +98,10 @@ class Workload:
     problems: tuple[Problem, ...] = ()
     obj: Mapping | None = field(default=None, compare=False, repr=False)
     old_obj: Mapping | None = field(default=None, compare=False, repr=False)
+    # Workload objects (Job, JobSet, Deployment, ...; policy/subject/workloads.py), not readable by policies:
+    suspended: bool = False  # spec.suspend: the workload runs nothing yet (no quota, no placement)
+    added_gpus: int | None = None  # milli-GPU an UPDATE adds to what the workload ran before (None: not a resize)
+    template_paths: tuple = ()  # per pod set, the path of its template's pod spec in `obj` (None: no template)
 
 
 def _twin(cls):

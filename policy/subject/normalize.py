@@ -11,6 +11,7 @@ from policy.subject.dialects.security import escalations
 from policy.subject.dialects.shape import locate, mapping, string_map, wrong
 from policy.subject.dialects.topology import pod_topology
 from policy.subject.model import Problem, Workload, make_workload
+from policy.subject.workloads import workload_reader, workload_subject
 
 __all__ = ["normalize", "normalize_object", "pod_demand", "read_demand", "service_account"]
 
@@ -193,6 +194,9 @@ def _build(obj, kind: str, snapshot, r: tuple, problems: list) -> Workload:
             if api is not None:
                 problems.append(wrong("apiVersion", "a string", api))
             api = ""
+        reader = workload_reader(api, kind)
+        if reader is not None:  # Job, JobSet, Deployment, ...: pod sets from the templates
+            return workload_subject(obj, reader, kind, snapshot, r, problems)
         family = group_family(api, kind)
         if family is not None:
             return _group_workload(obj, family, snapshot, {**_base(r), "kind": kind}, problems)

@@ -1,0 +1,222 @@
+"""Workload objects (Job, JobSet, LeaderWorkerSet, PyTorchJob, TrainJob, RayCluster/RayJob, Deployment, StatefulSet, ReplicaSet) as pod templates.
+
+Each kind is read into `Template`s: a named pod set of `count` pods (replicas × pods per
+replica), its own minimum, the pod template (or, for a TrainJob, the per-node resources)
+and the path of the template's pod spec inside the object (for patches). Counts are read
+exactly as the controllers default them (docs/dialects.md has a table per kind).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from policy.subject.model import Problem
+
+from .common import EMPTY, MALFORMED
+
+JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+# (API group, kind) -> reader name; the group is the apiVersion before "/" ("" for the core/apps group-less form).
+KINDS: dict[tuple[str, str], str] = {
+    ("batch", "Job"): "job",
+    ("jobset.x-k8s.io", "JobSet"): "jobset",
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "lws",
+    ("kubeflow.org", "PyTorchJob"): "pytorchjob",
+    ("trainer.kubeflow.org", "TrainJob"): "trainjob",
+    ("ray.io", "RayCluster"): "raycluster",
+    ("ray.io", "RayJob"): "rayjob",
+    ("apps", "Deployment"): "replicas",
+    ("apps", "StatefulSet"): "replicas",
+    ("apps", "ReplicaSet"): "replicas",
+}
+WORKLOAD_KIND_NAMES = frozenset(kind for _, kind in KINDS)
+# Kinds whose pods must start together: judged as one gang of their pod sets.
+GANG_KINDS = frozenset({"JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob"})
+# kind -> (resource, API group, versions) that `allot compile` registers.
+RESOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "Job": ("jobs", "batch", ("v1",)),
+    "JobSet": ("jobsets", "jobset.x-k8s.io", ("v1alpha2",)),
+    "LeaderWorkerSet": ("leaderworkersets", "leaderworkerset.x-k8s.io", ("v1",)),
+    "PyTorchJob": ("pytorchjobs", "kubeflow.org", ("v1",)),
+    "TrainJob": ("trainjobs", "trainer.kubeflow.org", ("v1alpha1",)),
+    "RayCluster": ("rayclusters", "ray.io", ("v1",)),
+    "RayJob": ("rayjobs", "ray.io", ("v1",)),
+    "Deployment": ("deployments", "apps", ("v1",)),
+    "StatefulSet": ("statefulsets", "apps", ("v1",)),
+    "ReplicaSet": ("replicasets", "apps", ("v1",)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """One pod set of a workload: `count` pods from one template, `minimum` of them needed to start."""
+
+    name: str
+    count: int
+    minimum: int | None  # None: the whole set
+    pod: Mapping  # a Pod-shaped {"metadata", "spec"} built from the template
+    spec_path: tuple[str, ...] | None  # where the template's pod spec sits in the object (None: no template in the object)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A workload object read into templates, its suspension and its exclusive-topology key."""
+
+    templates: tuple[Template, ...]
+    suspended: bool
+    exclusive: str | None
+    problems: tuple[Problem, ...]
+
+
+def workload_reader(api_version, kind: str) -> str | None:
+    """The reader of a workload object's kind, or None when it is not a workload kind Allot reads."""
+    if kind not in WORKLOAD_KIND_NAMES or type(api_version) is not str:
+        return None
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    return KINDS.get((group, kind))
+
+
+def _map(v) -> Mapping:
+    return v if type(v) is dict else EMPTY
+
+
+def _count(value, default: int, path: str, problems: list) -> int:
+    """A non-negative whole count (the controller's default when absent), else the default plus a problem."""
+    if value is None:
+        return default
+    if type(value) is int and value >= 0:
+        return value
+    problems.append(Problem(MALFORMED, f"{path}: {value!r} is not a whole number >= 0"))
+    return default
+
+
+def _pod(template, ns: str | None) -> dict:
+    """A Pod-shaped object from a PodTemplateSpec, so the pod demand readers apply unchanged."""
+    t = _map(template)
+    meta = dict(_map(t.get("metadata")))
+    if ns and "namespace" not in meta:
+        meta["namespace"] = ns
+    return {"kind": "Pod", "metadata": meta, "spec": _map(t.get("spec"))}
+
+
+def _job_pods(jspec: Mapping, path: str, problems: list) -> int:
+    """Pods a Job runs at once: parallelism (default 1), at most the completions left (default: parallelism)."""
+    parallelism = _count(jspec.get("parallelism"), 1, f"{path}.parallelism", problems)
+    completions = jspec.get("completions")
+    if completions is not None:
+        completions = _count(completions, parallelism, f"{path}.completions", problems)
+        return min(parallelism, completions)
+    return parallelism
+
+
+def _job(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    n = _job_pods(spec, "spec", problems)
+    # completionMode (NonIndexed | Indexed) changes how pods are named, not how many run at once.
+    return [Template("job", n, None, _pod(spec.get("template"), ns), ("spec", "template", "spec"))], spec.get("suspend") is True
+
+
+def _jobset(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    out = []
+    for i, rj in enumerate(spec.get("replicatedJobs") or ()):
+        rj = _map(rj)
+        path = f"spec.replicatedJobs[{i}]"
+        replicas = _count(rj.get("replicas"), 1, f"{path}.replicas", problems)
+        jt = _map(rj.get("template"))
+        jspec = _map(jt.get("spec"))
+        per_job = _job_pods(jspec, f"{path}.template.spec", problems)
+        name = rj.get("name") if type(rj.get("name")) is str else str(i)
+        tpl = _pod(jspec.get("template"), ns)
+        out.append(Template(name, replicas * per_job, None, tpl, ("spec", "replicatedJobs", str(i), "template", "spec", "template", "spec")))
+    return out, spec.get("suspend") is True
+
+
+def _lws(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    replicas = _count(spec.get("replicas"), 1, "spec.replicas", problems)
+    lwt = _map(spec.get("leaderWorkerTemplate"))
+    size = _count(lwt.get("size"), 1, "spec.leaderWorkerTemplate.size", problems)
+    worker = ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")
+    if "leaderTemplate" in lwt and lwt.get("leaderTemplate") is not None:
+        leader = Template("leader", replicas if size else 0, None, _pod(lwt.get("leaderTemplate"), ns), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
+        workers = Template("worker", replicas * max(0, size - 1), None, _pod(lwt.get("workerTemplate"), ns), worker)
+        return [leader, workers], False
+    # No leader template: the leader runs the worker template too.
+    return [Template("worker", replicas * size, None, _pod(lwt.get("workerTemplate"), ns), worker)], False
+
+
+def _pytorchjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    out = []
+    for role, rs in _map(spec.get("pytorchReplicaSpecs")).items():
+        rs = _map(rs)
+        n = _count(rs.get("replicas"), 1, f"spec.pytorchReplicaSpecs.{role}.replicas", problems)
+        out.append(Template(str(role), n, None, _pod(rs.get("template"), ns), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
+    return out, _map(spec.get("runPolicy")).get("suspend") is True
+
+
+def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    trainer = _map(spec.get("trainer"))
+    nodes = _count(trainer.get("numNodes"), 1, "spec.trainer.numNodes", problems)
+    resources = trainer.get("resourcesPerNode")
+    # The pod template lives in the runtime (not in the object): the node's resources are all it says.
+    pod = {"kind": "Pod", "metadata": {"namespace": ns} if ns else {},
+           "spec": {"containers": [{"name": "node", "resources": resources}] if type(resources) is dict else []}}
+    return [Template("node", nodes, None, pod, None)], spec.get("suspend") is True
+
+
+def _ray_groups(cspec: Mapping, prefix: tuple[str, ...], ns, problems: list) -> list[Template]:
+    where = ".".join(prefix)
+    head = Template("head", 1, None, _pod(_map(cspec.get("headGroupSpec")).get("template"), ns), (*prefix, "headGroupSpec", "template", "spec"))
+    out = [head]
+    for i, g in enumerate(cspec.get("workerGroupSpecs") or ()):
+        g = _map(g)
+        path = f"{where}.workerGroupSpecs[{i}]"
+        replicas = _count(g.get("replicas"), 1, f"{path}.replicas", problems)
+        hosts = _count(g.get("numOfHosts"), 1, f"{path}.numOfHosts", problems) or 1
+        least = g.get("minReplicas")
+        minimum = _count(least, 0, f"{path}.minReplicas", problems) * hosts if least is not None else None
+        if g.get("suspend") is True:
+            replicas, minimum = 0, None
+        name = g.get("groupName") if type(g.get("groupName")) is str else f"workers-{i}"
+        out.append(Template(name, replicas * hosts, minimum, _pod(g.get("template"), ns), (*prefix, "workerGroupSpecs", str(i), "template", "spec")))
+    return out
+
+
+def _raycluster(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    return _ray_groups(spec, ("spec",), ns, problems), spec.get("suspend") is True
+
+
+def _rayjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    cspec = spec.get("rayClusterSpec")
+    if type(cspec) is not dict:  # a RayJob on an existing cluster (clusterSelector) runs only its submitter
+        return [], spec.get("suspend") is True
+    return _ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), spec.get("suspend") is True
+
+
+def _replicas(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    n = _count(spec.get("replicas"), 1, "spec.replicas", problems)
+    return [Template("replicas", n, None, _pod(spec.get("template"), ns), ("spec", "template", "spec"))], False
+
+
+_READERS = {
+    "job": _job, "jobset": _jobset, "lws": _lws, "pytorchjob": _pytorchjob, "trainjob": _trainjob,
+    "raycluster": _raycluster, "rayjob": _rayjob, "replicas": _replicas,
+}
+
+
+def read_workload(obj: Mapping, reader: str) -> Read:
+    """A workload object's templates; bad counts become problems (and the controller's default), never exceptions."""
+    meta = _map(obj.get("metadata"))
+    spec = _map(obj.get("spec"))
+    ns = meta.get("namespace") if type(meta.get("namespace")) is str else None
+    problems: list[Problem] = []
+    templates, suspended = _READERS[reader](obj, spec, ns, problems)
+    annotations = _map(meta.get("annotations"))
+    exclusive = annotations.get(JOBSET_EXCLUSIVE) if reader == "jobset" else annotations.get(LWS_EXCLUSIVE) if reader == "lws" else None
+    if reader == "jobset" and not exclusive:  # the annotation may sit on one replicated job's Job template
+        for rj in spec.get("replicatedJobs") or ():
+            found = _map(_map(_map(rj).get("template")).get("metadata")).get("annotations")
+            if type(found) is dict and type(found.get(JOBSET_EXCLUSIVE)) is str:
+                exclusive = found[JOBSET_EXCLUSIVE]
+                break
+    return Read(tuple(templates), suspended, exclusive if type(exclusive) is str and exclusive else None, tuple(problems))

@@ -1,0 +1,125 @@
+"""The subject of a workload object (Job, JobSet, LWS, PyTorchJob, TrainJob, Ray, Deployment, ...): its pod sets read from its templates.
+
+Every template is read by the pod demand readers (`policy/subject/demand.py`), so a
+template asks for GPUs in any dialect a pod may use. The subject stands for the whole
+workload: `pods` and `total_gpus` are summed over its sets; the per-pod fields are those
+of its largest GPU template (`gpus`) or, where sets differ, left for the blocks to read
+per set (`fraction`, see policy/blocks/fraction.py); escalation flags are any template's.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from policy.subject.demand import read_demand
+from policy.subject.dialects.common import EMPTY, ceil_div
+from policy.subject.dialects.security import escalations
+from policy.subject.dialects.topology import pod_topology
+from policy.subject.dialects.workloads import GANG_KINDS, WORKLOAD_KIND_NAMES, read_workload, workload_reader
+from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
+
+__all__ = ["GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
+
+
+def is_workload(w) -> bool:
+    """Whether the subject is a workload object (its controller creates the pods)."""
+    return w.kind in WORKLOAD_KIND_NAMES
+
+
+def runs_demand(w) -> bool:
+    """Whether this request starts GPUs now: a CREATE not suspended, or an UPDATE that adds GPUs or resumes."""
+    if w.suspended:
+        return False
+    return w.operation == "CREATE" or bool(w.added_gpus)
+
+
+def starts_whole(w) -> bool:
+    """Whether this request starts the whole workload: a CREATE not suspended, or the UPDATE that resumes it (gang, placement)."""
+    if w.suspended:
+        return False
+    return w.operation == "CREATE" or (w.operation == "UPDATE" and w.added_gpus is not None and w.added_gpus == w.total_gpus > 0)
+
+
+def _dotted(path: tuple[str, ...] | None) -> str:
+    if path is None:
+        return "spec.trainer.resourcesPerNode"
+    out = ""
+    for p in path:
+        out += f"[{p}]" if p.isdigit() else ("." + p if out else p)
+    return out
+
+
+def _sets(obj: Mapping, reader: str, snapshot, problems: list | None):
+    """(pod sets, template paths, template pods, suspended, exclusive-topology key) of a workload object."""
+    read = read_workload(obj, reader)
+    if problems is not None:
+        problems.extend(read.problems)
+    sets: list[PodSet] = []
+    for t in read.templates:
+        ps, found = read_demand(t.pod, snapshot)
+        if found and problems is not None:
+            where = _dotted(t.spec_path)
+            problems.extend(Problem(p.code, f"pod set {t.name} ({where}): {p.message}") for p in found)
+        sets.append(make_podset(t.name, t.count, ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product, t.minimum))
+    return sets, read
+
+
+def _total(sets) -> int:
+    return sum(ps.count * ps.gpus for ps in sets)
+
+
+def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, problems: list) -> Workload:
+    """The subject of a workload object; `r` = normalize's request tuple (operation, name, namespace, ...)."""
+    meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
+    ns = r[2] or meta.get("namespace") or "default"
+    sets, read = _sets(obj, reader, snapshot, problems)
+    pods = sum(ps.count for ps in sets)
+    total = _total(sets)
+    asking = [ps for ps in sets if ps.gpus and ps.count]
+    gpus = max((ps.gpus for ps in asking), default=0)
+    largest = next((ps for ps in asking if ps.gpus == gpus), None)
+    fractions = {ps.fraction for ps in asking if ps.fraction is not None}
+    fraction = largest.fraction if largest is not None and largest.fraction is not None else (min(fractions) if fractions else None)
+    mems = [ps.count * ps.gpu_memory for ps in asking if ps.gpu_memory]
+    memory = ceil_div(sum(mems), sum(ps.count for ps in asking) or 1) if mems else None
+    products = {ps.gpu_product for ps in asking if ps.gpu_product}
+    product = products.pop() if len(products) == 1 else None
+    privileged = host_path = host_network = False
+    required = preferred = pc = None
+    for t in read.templates:
+        spec = t.pod["spec"]
+        p, h, n = escalations(spec)
+        privileged, host_path, host_network = privileged or p, host_path or h, host_network or n
+        ann = t.pod["metadata"].get("annotations")
+        if type(ann) is dict and ann:
+            req, pref = pod_topology(ann)
+            required, preferred = required or req, preferred or pref
+        if pc is None and type(spec.get("priorityClassName")) is str and spec["priorityClassName"]:
+            pc = spec["priorityClassName"]
+    required = read.exclusive or required
+    priority = None
+    if pc and snapshot is not None:
+        cls = snapshot.priority_class(pc)
+        if cls is not None and type(cls.get("value")) is int:
+            priority = cls["value"]
+    gang = minimum = None
+    if kind in GANG_KINDS and pods:
+        gang = r[1] or meta.get("name") or None
+        minimum = sum(ps.min_count if ps.min_count is not None else ps.count for ps in sets) or None
+    added = None
+    old = r[10]
+    if r[0] == "UPDATE" and type(old) is dict:
+        old_sets, old_read = _sets(old, reader, snapshot, None)
+        if old_read.suspended and not read.suspended:
+            added = total  # Kueue's admission: the whole workload starts now
+        else:
+            added = max(0, total - _total(old_sets)) if not read.suspended else 0
+    w = make_workload(
+        kind, r[0], r[1], ns, snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
+        meta.get("labels") or EMPTY, meta.get("annotations") or EMPTY, r[3], r[4], r[5], priority, pc,
+        pods, gpus, total, fraction, memory, product, None,
+        gang, minimum, required, preferred, False, privileged, host_path, host_network,
+        r[6], r[7], r[8], r[9], tuple(sets), tuple(problems) if problems else (), obj, r[10],
+        read.suspended, added, tuple(t.spec_path for t in read.templates),
+    )
+    return w

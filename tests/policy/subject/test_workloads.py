@@ -1,0 +1,142 @@
+"""Workload objects (Job, JobSet, LWS, PyTorchJob, TrainJob, Ray, Deployment, StatefulSet, ReplicaSet) normalized from real object shapes."""
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from policy.admission import wrap_manifest
+from policy.subject.normalize import normalize
+from policy.subject.workloads import runs_demand, starts_whole
+from tests.policy.builders import node, snapshot
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "workloads"
+OBJECTS = {o["kind"]: o for f in sorted(FIXTURES.glob("*.yaml")) for o in yaml.safe_load_all(f.read_text()) if o}
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def subject(obj, operation="CREATE", old=None, cluster=None):
+    req = wrap_manifest(obj, user="alice", groups=["dev"], operation=operation)["request"]
+    if old is not None:
+        req["oldObject"] = old
+    return normalize(req, cluster if cluster is not None else snapshot(node("n1")))
+
+
+@dataclass
+class Case:
+    kind: str
+    want_sets: list  # (name, count, milli-GPU per pod, min_count)
+    want_total: int
+    want_gang: str | None
+    want_min: int | None
+    want_required: str | None = None
+    want_preferred: str | None = None
+    want_suspended: bool = False
+    want_fraction: int | None = None
+    want_product: str | None = None
+
+
+CASES = [
+    Case("Job", [("job", 4, 2000, None)], 8000, None, None, want_product=H100),
+    Case("JobSet", [("driver", 1, 0, None), ("workers", 4, 8000, None)], 32000, "llama-pretrain", 5,
+         "topology.acme.io/rack", "topology.acme.io/block", want_suspended=True, want_product=H100),
+    Case("PyTorchJob", [("Master", 1, 1000, None), ("Worker", 3, 1000, None)], 4000, "resnet-ddp", 4),
+    Case("TrainJob", [("node", 2, 4000, None)], 8000, "qwen-sft", 2),
+    Case("LeaderWorkerSet", [("leader", 2, 8000, None), ("worker", 2, 8000, None)], 32000, "vllm-405b", 4, "topology.acme.io/rack"),
+    Case("Deployment", [("replicas", 3, 250, None)], 750, None, None, want_fraction=250),
+    Case("StatefulSet", [("replicas", 2, 143, None)], 286, None, None, want_fraction=143),  # MIG 1g of 7, rounded up as for a pod
+    Case("ReplicaSet", [("replicas", 2, 1000, None)], 2000, None, None),
+    Case("RayCluster", [("head", 1, 0, None), ("gpu", 6, 4000, 4)], 24000, "rl-cluster", 5),
+    Case("RayJob", [("head", 1, 0, None), ("small", 2, 1000, 1)], 2000, "eval-run", 2, want_suspended=True),
+]
+
+
+@pytest.mark.parametrize("c", CASES, ids=lambda c: c.kind)
+def test_workload_pod_sets_from_templates(c):
+    w = subject(OBJECTS[c.kind])
+    got = [(ps.name, ps.count, ps.gpus, ps.min_count) for ps in w.pod_sets]
+    assert (w.kind, got, w.total_gpus, w.gang, w.min_members) == (c.kind, c.want_sets, c.want_total, c.want_gang, c.want_min)
+    assert (w.topology_required, w.topology_preferred, w.suspended) == (c.want_required, c.want_preferred, c.want_suspended)
+    assert (w.fraction, w.problems) == (c.want_fraction, ())
+    if c.want_product:
+        assert w.gpu_product == c.want_product
+    assert w.pods == sum(n for _, n, _, _ in c.want_sets)
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Deployment", "Job"])
+def test_a_template_reads_as_a_pod_created_from_it_would(kind):
+    obj = OBJECTS[kind]
+    tpl = obj["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {**tpl["metadata"], "name": "p", "namespace": obj["metadata"]["namespace"]}, "spec": tpl["spec"]}
+    p = subject(pod)
+    ps = subject(obj).pod_sets[0]
+    assert (ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product) == (p.gpus, p.fraction, p.gpu_memory, p.gpu_product)
+
+
+def test_job_runs_at_most_the_completions_left():
+    job = copy.deepcopy(OBJECTS["Job"])
+    job["spec"].update(parallelism=8, completions=3)
+    assert subject(job).pod_sets[0].count == 3
+
+
+def test_malformed_count_is_a_located_problem_not_an_exception():
+    js = copy.deepcopy(OBJECTS["JobSet"])
+    js["spec"]["replicatedJobs"][1]["replicas"] = "two"
+    w = subject(js)
+    assert [p.code for p in w.problems] == ["MalformedQuantity"]
+    assert "spec.replicatedJobs[1].replicas" in w.problems[0].message
+
+
+def test_template_demand_problem_names_the_pod_set():
+    d = copy.deepcopy(OBJECTS["Deployment"])
+    d["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "lots"}}
+    w = subject(d)
+    assert w.problems and w.problems[0].message.startswith("pod set replicas (spec.template.spec): ")
+
+
+def test_privileged_template_marks_the_workload():
+    job = copy.deepcopy(OBJECTS["Job"])
+    job["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert (subject(job).privileged, subject(OBJECTS["Job"]).privileged) == (True, False)
+
+
+def test_template_priority_class_is_the_workloads():
+    w = subject(OBJECTS["JobSet"])
+    assert w.priority_class == "training"
+
+
+def test_scale_up_adds_only_the_new_replicas():
+    old = OBJECTS["Deployment"]
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 5
+    w = subject(new, "UPDATE", old=old)
+    assert (w.added_gpus, runs_demand(w), starts_whole(w)) == (500, True, False)
+
+
+def test_scale_down_adds_nothing():
+    old = OBJECTS["Deployment"]
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 1
+    w = subject(new, "UPDATE", old=old)
+    assert (w.added_gpus, runs_demand(w)) == (0, False)
+
+
+def test_resume_starts_the_whole_workload():
+    old = OBJECTS["JobSet"]
+    new = copy.deepcopy(old)
+    new["spec"]["suspend"] = False
+    w = subject(new, "UPDATE", old=old)
+    assert (w.added_gpus, runs_demand(w), starts_whole(w)) == (32000, True, True)
+    assert (runs_demand(subject(old)), starts_whole(subject(old))) == (False, False)
+
+
+def test_template_paths_point_at_pod_specs():
+    w = subject(OBJECTS["JobSet"])
+    obj = OBJECTS["JobSet"]
+    for path in w.template_paths:
+        node_ = obj
+        for part in path:
+            node_ = node_[int(part)] if isinstance(node_, list) else node_[part]
+        assert "containers" in node_
