@@ -28,6 +28,9 @@ def _lookup(obj: object, path: tuple[str, ...]) -> object:
     node = obj
     for part in path:
         # JSON objects are dicts: test that first (an ABC isinstance check costs a microsecond).
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]  # a template inside a list (JobSet replicatedJobs[i], Ray workerGroupSpecs[i])
+            continue
         if not (isinstance(node, dict) or isinstance(node, Mapping)) or part not in node:
             return _MISSING
         node = node[part]

@@ -42,6 +42,11 @@ def make_check(f: ir.Fraction, selector, mode: str) -> Callable[[Context], None]
         if selector is not None and not selector(w):
             return
         ctx.blocks.append(block)
+        if w.template_paths:  # a workload object: every template that shares a GPU is bounded, by name
+            _check_sets(ctx, f, block, location, mode)
+            if f.memory_floor is not None:
+                _check_floor(ctx, f, block, location, mode)
+            return  # per_gpu sharers are judged on the pods (where they are bound), not on the template
         share = w.fraction
         data = {"fraction": share, "min": f.min, "max": f.max}
         if f.min is not None and share < f.min:
@@ -56,6 +61,23 @@ def make_check(f: ir.Fraction, selector, mode: str) -> Callable[[Context], None]
             _check_sharers(ctx, f, block, location, mode)
 
     return check
+
+
+def _check_sets(ctx: Context, f: ir.Fraction, block: str, location: str, mode: str) -> None:
+    """Bounds on each pod set of a workload object that shares a GPU."""
+    w = ctx.w
+    for ps in w.pod_sets:
+        share = ps.fraction
+        if share is None or not ps.count:
+            continue
+        data = {"fraction": share, "min": f.min, "max": f.max, "pod_set": ps.name}
+        what = f"{f.name}: pod set {ps.name} of {w.kind} {w.name or ''} ({ps.count} pods)"
+        if f.min is not None and share < f.min:
+            ctx.find("FractionOutOfRange", block, location, f"{what}: GPU share {format_milli(share)} < min {format_milli(f.min)}", mode, data)
+        elif f.max is not None and share > f.max:
+            ctx.find("FractionOutOfRange", block, location, f"{what}: GPU share {format_milli(share)} > max {format_milli(f.max)}", mode, data)
+        elif ctx.trace is not None:
+            ctx.note(block, location, f"pod set {ps.name}: GPU share {format_milli(share)} within bounds")
 
 
 def _check_floor(ctx: Context, f: ir.Fraction, block: str, location: str, mode: str) -> None:

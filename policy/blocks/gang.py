@@ -35,6 +35,7 @@ from policy.placement.capacity import TAINT_SEP
 from policy.placement.query import demand_of
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
+from policy.subject.workloads import starts_whole
 
 GANG_VIEW_FIELDS = frozenset({"pods", "total_gpus"})  # what the gang view changes
 
@@ -173,7 +174,10 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
 
     def check(ctx: Context) -> None:
         w = ctx.w
-        if w.operation != "CREATE" or (w.total_gpus <= 0 and w.kind == "Pod"):
+        if w.template_paths:  # a workload object: a gang only for gang kinds, when it starts whole (create, resume)
+            if w.gang is None or not starts_whole(w):
+                return
+        elif w.operation != "CREATE" or (w.total_gpus <= 0 and w.kind == "Pod"):
             return
         planner = _planner(ctx)
         request, group = gang_request_of(w, ctx.snapshot, planner, g.models)

@@ -58,12 +58,16 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
             return
         cls = w.priority_class
         if cls is None:
-            if default is None or (w.kind != "Pod" and not is_priority_group(w)):
+            if default is None or (w.kind != "Pod" and not is_priority_group(w) and not w.template_paths):
                 return
             block = f"priority {default.name}"
             ctx.blocks.append(block)
             value, policy, live = live_fields(default, ctx.snapshot)
-            if ctx.mutate:
+            if ctx.mutate and w.template_paths:  # a workload object: its pods get the class from each template
+                for path in w.template_paths:
+                    if path is not None:  # the Priority plugin fills priority and preemptionPolicy on each pod
+                        ctx.patch.set(path + ("priorityClassName",), default.name)
+            elif ctx.mutate:
                 members = {"priorityClassName": default.name, "priority": value}
                 if w.kind == "Pod":  # a PodGroup has no preemptionPolicy
                     members["preemptionPolicy"] = policy

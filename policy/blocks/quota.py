@@ -183,6 +183,15 @@ def compile_quota(q: ir.Quota, index: int, selector, mode: str, namespace: str |
     )
 
 
+def demand_of(w) -> str:
+    """` (JobSet x: 4 workers x 8 GPUs + ...)`: the arithmetic of a workload object's request, else ``."""
+    if not w.template_paths:
+        return ""
+    parts = [f"{ps.count} {ps.name} pods x {format_milli(ps.gpus)} GPU" for ps in w.pod_sets if ps.gpus and ps.count]
+    what = "added by this update of" if w.operation != "CREATE" else "for"
+    return f" ({what} {w.kind} {w.name or ''}: {' + '.join(parts) or 'no GPU pods'})"
+
+
 def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Context], None]:
     """The per-request check of one quota; `prefiltered` when the pipeline already tested the selector."""
     qi, block, location, mode, name = spec.index, spec.id, spec.location, spec.mode, spec.name
@@ -190,14 +199,15 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
 
     def check(ctx: Context) -> None:
         w = ctx.w
-        if w.operation != "CREATE" or (w.total_gpus <= 0 and not w.gpu_memory):
-            return
+        if w.operation != "CREATE" and not w.added_gpus or w.suspended or (w.total_gpus <= 0 and not w.gpu_memory):
+            return  # a workload object's UPDATE is judged for the GPUs it adds (scale up, a bigger template, resume)
         if sel is not None and not sel(w):
             return
         ctx.blocks.append(block)
         ledger = ctx.state.quota
         ledger.expire(ctx.now)
-        requested = w.total_gpus
+        resize = w.operation != "CREATE"
+        requested = w.added_gpus if resize else w.total_gpus
         explaining = ctx.trace is not None
         if spec.nominal is not None and requested > 0:
             used = ledger.used[qi]
@@ -208,7 +218,7 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
             if over or explaining:  # messages are built only when someone reads them
                 data = {"used": used, "requested": requested, "nominal": spec.nominal, "borrowable": borrowable}
                 text = (
-                    f"{name}: {format_milli(used)} in use + {format_milli(requested)} requested"
+                    f"{name}: {format_milli(used)} in use + {format_milli(requested)} requested{demand_of(w)}"
                     f" {'>' if over else '<='} {format_milli(spec.nominal)} nominal + {format_milli(borrowable)} borrowable"
                 )
                 if over:
@@ -226,7 +236,7 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                     ctx.find("QuotaModelExceeded", block, location, f"{text} > {format_milli(limit)} nominal {model}", mode, data)
                 else:
                     ctx.note(block, location, f"{text} <= {format_milli(limit)} nominal {model}: fits")
-        if spec.gpu_memory is not None and w.gpu_memory:
+        if spec.gpu_memory is not None and w.gpu_memory and not resize:  # memory of a resize: not judged (docs/semantics.md)
             charge, used = w.gpu_memory * w.pods, ledger.memory[qi]
             over = used + charge > spec.gpu_memory
             if over or explaining:

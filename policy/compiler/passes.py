@@ -160,8 +160,9 @@ def namespace_key(expr: ir.Expr | None) -> str | None:
 AGENTS_GUARD = "w.agent"  # the engine sets it when any identity or the labels mark an agent
 PRIORITY_GUARD = "w.operation == 'CREATE' and w.total_gpus > 0"
 FRACTION_GUARD = "w.fraction is not None"
-QUOTA_GUARD = "w.operation == 'CREATE' and (w.total_gpus > 0 or w.gpu_memory)"
-GANG_GUARD = "w.operation == 'CREATE' and (w.total_gpus > 0 or w.kind != 'Pod')"  # CPU pods (launchers) are no gang members
+# Workload objects (policy/subject/workloads.py) also reach quota and gang on an UPDATE that adds GPUs, never while suspended.
+QUOTA_GUARD = "(w.operation == 'CREATE' or w.added_gpus) and (w.total_gpus > 0 or w.gpu_memory) and not w.suspended"
+GANG_GUARD = "(w.operation == 'CREATE' or w.added_gpus) and (w.total_gpus > 0 or w.kind != 'Pod') and not w.suspended"  # CPU pods (launchers) are no gang members
 
 
 def _add(c: Compiled, stage: str, selector: ir.Expr | None, check: Callable, guard: str | None = None, step: dict | None = None) -> None:

@@ -124,6 +124,8 @@ def request_for(
 
 def _has_templates(w: Workload) -> bool:
     """Whether the group object carries its members' pod templates (Kueue `podSets[].template`): their model is then known, even as "any"."""
+    if w.template_paths:  # a workload object (Job, JobSet, ...) carries its pod templates
+        return True
     spec = w.obj.get("spec") if isinstance(w.obj, dict) else None
     return isinstance(spec, dict) and any(isinstance(ps, dict) and "template" in ps for ps in spec.get("podSets") or ())
 

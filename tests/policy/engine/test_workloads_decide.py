@@ -1,0 +1,161 @@
+"""Workload objects decided at submission: quota for the whole workload, fraction per template, gang and topology, priority into templates, agents."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lang import compile_policies
+from policy.admission import wrap_manifest
+from policy.cluster.snapshot import ClusterSnapshot
+from policy.engine import Engine
+
+REPO = Path(__file__).resolve().parents[3]
+OBJECTS = {o["kind"]: o for f in sorted((REPO / "tests/fixtures/workloads").glob("*.yaml")) for o in yaml.safe_load_all(f.read_text()) if o}
+CLUSTER = ClusterSnapshot.from_text((REPO / "policies/fixtures/cluster.yaml").read_text())
+
+POLICY = '''
+gpu h100 { product "NVIDIA-H100-80GB-HBM3" memory 80Gi }
+topology fabric {
+  block "topology.acme.io/block"
+  rack  "topology.acme.io/rack"
+  host  "kubernetes.io/hostname"
+}
+priority batch 100 default
+priority training 200
+quota team-a { for namespace == "team-a"  gpus 40 }  # the fixture cluster runs 16 in team-a
+quota serving { for namespace == "serving"  gpus 2 }
+fraction serving-slices { for namespace == "serving"  min 0.25  max 0.5 }
+gang training { for namespace == "team-a" and kind != "Pod"  require topology fabric.rack  on unplaceable deny }
+agents builders {
+  identity user matches "system:serviceaccount:ci:*"
+  allow create jobs when namespace == "team-a"
+  deny when privileged "agents run unprivileged"
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def engine():
+    ps, diags = compile_policies([("w.policy", POLICY)])
+    assert not [d for d in diags if d.severity == "error"], diags
+    return Engine(ps)
+
+
+def decide(engine, obj, *, user="alice", operation="CREATE", old=None, mutate=False, namespace=None):
+    obj = copy.deepcopy(obj)
+    if namespace:
+        obj["metadata"]["namespace"] = namespace
+    req = wrap_manifest(obj, user=user, groups=["dev"], operation=operation)["request"]
+    if old is not None:
+        req["oldObject"] = old
+    return engine.decide(req, CLUSTER, 1000.0, mutate=mutate, reserve=False)
+
+
+def codes(d):
+    return sorted(r.code for r in d.reasons if r.mode == "enforce")
+
+
+def test_quota_counts_the_whole_workload_and_says_the_arithmetic(engine):
+    js = copy.deepcopy(OBJECTS["JobSet"])
+    js["spec"]["suspend"] = False  # 16 in use + 4 workers x 8 GPUs = 48 > 40
+    d = decide(engine, js)
+    assert not d.allowed and "QuotaExceeded" in codes(d)
+    msg = next(r.message for r in d.reasons if r.code == "QuotaExceeded")
+    assert "32 requested" in msg and "4 workers pods x 8 GPU" in msg, msg
+
+
+def test_a_suspended_workload_gets_no_quota_or_placement(engine):
+    d = decide(engine, OBJECTS["JobSet"])  # suspend: true, as Kueue queues it
+    assert d.allowed and "QuotaExceeded" not in codes(d) and d.placement is None
+
+
+def test_resume_is_judged_whole(engine):
+    old = OBJECTS["JobSet"]
+    new = copy.deepcopy(old)
+    new["spec"]["suspend"] = False
+    d = decide(engine, new, operation="UPDATE", old=old)
+    assert not d.allowed and "QuotaExceeded" in codes(d)
+
+
+def test_a_gang_workload_is_placed_in_one_rack(engine):
+    lws = copy.deepcopy(OBJECTS["LeaderWorkerSet"])
+    lws["metadata"]["namespace"] = "team-a"
+    lws["spec"]["replicas"] = 1  # 1 leader + 1 worker x 8 GPUs = 16, 16 + 16 <= 40, and rack r3 holds 16 free H100s
+    for t in ("leaderTemplate", "workerTemplate"):
+        lws["spec"]["leaderWorkerTemplate"][t]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    d = decide(engine, lws)
+    assert d.allowed, d.reasons
+    # one rack holds both pods; nothing is held (the pods are not linked back to the workload yet)
+    assert d.placement.level == "rack" and sum(d.placement.nodes.values()) == 2 and d.placement.reservation is None
+
+
+def test_a_gang_workload_too_big_for_any_rack_is_denied(engine):
+    lws = copy.deepcopy(OBJECTS["LeaderWorkerSet"])
+    lws["metadata"]["namespace"] = "team-a"
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 3  # 2 replicas x 3 x 8 = 48 GPUs: over quota and over any rack
+    d = decide(engine, lws)
+    assert {"GangUnplaceable", "QuotaExceeded"} <= set(codes(d))
+
+
+def test_a_deployment_is_no_gang(engine):
+    d = decide(engine, OBJECTS["ReplicaSet"], namespace="team-a")
+    assert d.allowed and d.placement is None and "gang training" not in d.blocks
+
+
+def test_fraction_bounds_name_the_pod_set(engine):
+    dep = copy.deepcopy(OBJECTS["Deployment"])
+    dep["spec"]["template"]["metadata"]["annotations"]["gpu-fraction"] = "0.75"
+    dep["spec"]["replicas"] = 1
+    d = decide(engine, dep)
+    msg = next(r.message for r in d.reasons if r.code == "FractionOutOfRange")
+    assert "pod set replicas of Deployment embed (1 pods)" in msg and "> max 0.5" in msg
+
+
+def test_fractional_replicas_under_quota(engine):
+    d = decide(engine, OBJECTS["Deployment"])  # 3 x 0.25 = 0.75 <= 2
+    assert d.allowed, d.reasons
+    dep = copy.deepcopy(OBJECTS["Deployment"])
+    dep["spec"]["replicas"] = 9  # 9 x 0.25 = 2.25 > 2
+    assert codes(decide(engine, dep)) == ["QuotaExceeded"]
+
+
+def test_scale_up_is_charged_the_added_replicas_only(engine):
+    old = copy.deepcopy(OBJECTS["Deployment"])
+    old["spec"]["replicas"] = 8
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 9  # adds 0.25 only: nothing of the old 8 is running in this snapshot, so it fits
+    d = decide(engine, new, operation="UPDATE", old=old)
+    assert d.allowed, d.reasons
+    new["spec"]["replicas"] = 17  # adds 9 x 0.25 = 2.25 > 2
+    assert codes(decide(engine, new, operation="UPDATE", old=old)) == ["QuotaExceeded"]
+
+
+def test_priority_default_is_patched_into_every_template(engine):
+    js = copy.deepcopy(OBJECTS["JobSet"])
+    for rj in js["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["spec"].pop("priorityClassName", None)
+    d = decide(engine, js, mutate=True)
+    paths = sorted(op["path"] for op in d.patch)
+    assert paths == [f"/spec/replicatedJobs/{i}/template/spec/template/spec/priorityClassName" for i in (0, 1)]
+    assert all(op["value"] == "batch" for op in d.patch)
+
+
+AGENT = "system:serviceaccount:ci:builder"
+
+
+def test_an_agent_may_create_an_unprivileged_job(engine):
+    assert decide(engine, OBJECTS["Job"], user=AGENT).allowed
+
+
+def test_an_agent_creating_a_privileged_job_is_judged_on_its_template(engine):
+    job = copy.deepcopy(OBJECTS["Job"])
+    job["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert codes(decide(engine, job, user=AGENT)) == ["AgentDenied"]
+
+
+def test_an_agent_may_not_create_a_deployment(engine):
+    assert codes(decide(engine, OBJECTS["ReplicaSet"], user=AGENT, namespace="team-a")) == ["AgentNotAllowed"]
