@@ -11,7 +11,7 @@ from policy.subject.dialects.security import escalations
 from policy.subject.dialects.shape import locate, mapping, string_map, wrong
 from policy.subject.dialects.topology import pod_topology
 from policy.subject.model import Problem, Workload, make_workload
-from policy.subject.workloads import workload_reader, workload_subject
+from policy.subject.workloads import NOT_IN_STATE, SCALABLE, scale_subject, workload_reader, workload_subject
 
 __all__ = ["normalize", "normalize_object", "pod_demand", "read_demand", "service_account"]
 
@@ -265,6 +265,11 @@ def normalize(request: Mapping, snapshot) -> Workload:
         service_account(user) if user and user.startswith(_SA_PREFIX) else None,
         res_name, sub, request.get("uid"), request.get("dryRun") is True, old if type(old) is dict else None,
     )
+    if sub == "scale" and res_name in SCALABLE and operation == "UPDATE":  # kubectl scale, an HPA: the live workload resized
+        w = scale_subject(request, snapshot, r, problems)
+        if w is not None:
+            return w
+        problems.append(Problem(NOT_IN_STATE, f"{res_name}/scale of {ns or 'default'}/{name}: the {SCALABLE[res_name]} is not in the cluster state, so its pod template (and the GPUs the new replicas add) is not known; not judged"))
     if obj is None:
         return _bare(kind, None, snapshot, r, problems)
     if not kind:

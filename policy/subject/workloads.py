@@ -68,6 +68,41 @@ def _total(sets) -> int:
     return sum(ps.count * ps.gpus for ps in sets)
 
 
+# `scale` sub-resources of the workload kinds that serve one: resource -> kind.
+SCALABLE = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet", "leaderworkersets": "LeaderWorkerSet"}
+NOT_IN_STATE = "WorkloadNotInClusterState"
+
+
+def scale_subject(request: Mapping, snapshot, r: tuple, problems: list) -> Workload | None:
+    """The subject of a `scale` UPDATE (an autoscaling/v1 Scale): the live workload with the new replicas, judged as its UPDATE.
+
+    None when the live object is not in the cluster state (the snapshot does not watch
+    workload kinds yet): the caller reports `WorkloadNotInClusterState`, a warning, never a silent allow.
+    """
+    kind = SCALABLE[r[6]]
+    obj = request.get("object")
+    replicas = _map(_map(obj).get("spec")).get("replicas")
+    ns, name = r[2] or "default", r[1]
+    live = None
+    if snapshot is not None and name:
+        for o in snapshot.objects(kind):
+            m = _map(o.get("metadata"))
+            if m.get("name") == name and (m.get("namespace") or "default") == ns:
+                live = o
+                break
+    if live is None or type(replicas) is not int:
+        return None
+    reader = workload_reader(live.get("apiVersion"), kind)
+    if reader is None:
+        return None
+    new = {**live, "spec": {**_map(live.get("spec")), "replicas": replicas}}
+    return workload_subject(new, reader, kind, snapshot, (*r[:10], live), problems)
+
+
+def _map(v) -> Mapping:
+    return v if type(v) is dict else EMPTY
+
+
 def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, problems: list) -> Workload:
     """The subject of a workload object; `r` = normalize's request tuple (operation, name, namespace, ...)."""
     meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY

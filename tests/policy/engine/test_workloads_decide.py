@@ -159,3 +159,28 @@ def test_an_agent_creating_a_privileged_job_is_judged_on_its_template(engine):
 
 def test_an_agent_may_not_create_a_deployment(engine):
     assert codes(decide(engine, OBJECTS["ReplicaSet"], user=AGENT, namespace="team-a")) == ["AgentNotAllowed"]
+
+
+def scale(replicas, name="embed", namespace="serving"):
+    return {
+        "uid": "u-scale", "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"}, "subResource": "scale",
+        "name": name, "namespace": namespace, "operation": "UPDATE",
+        "userInfo": {"username": "alice", "groups": ["dev"]},
+        "object": {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": namespace},
+                   "spec": {"replicas": replicas}},
+        "oldObject": {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": namespace},
+                      "spec": {"replicas": 3}},
+    }
+
+
+def test_scale_subresource_is_judged_on_the_live_deployment(engine):
+    snap = ClusterSnapshot.from_objects([OBJECTS["Deployment"]])  # 3 x 0.25 live
+    assert engine.decide(scale(8), snap, 0.0, reserve=False).allowed  # adds 5 x 0.25 = 1.25 <= 2
+    d = engine.decide(scale(12), snap, 0.0, reserve=False)  # adds 9 x 0.25 = 2.25 > 2
+    assert codes(d) == ["QuotaExceeded"] and "added by this update of Deployment embed" in d.reasons[0].message
+
+
+def test_scale_of_a_workload_not_in_the_cluster_state_warns(engine):
+    d = engine.decide(scale(12, name="ghost"), CLUSTER, 0.0, reserve=False)
+    assert d.allowed and [r.code for r in d.reasons] == ["WorkloadNotInClusterState"] and d.reasons[0].mode == "warn"
