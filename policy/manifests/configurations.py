@@ -12,6 +12,8 @@ from lang import ir
 from policy.manifests import cel
 from policy.manifests import match
 from policy.manifests.scope import NamespaceScope, needs_gpu, scope_of, union_scopes
+from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
+from policy.subject.workloads import SCALABLE
 
 API = "admissionregistration.k8s.io/v1"
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -187,6 +189,30 @@ def _group_entry(ps: ir.PolicySet, target: Target) -> dict | None:
                   enforce=any(g.mode == "enforce" for g in ps.gangs), timeout=GROUP_TIMEOUT, scope=scope)
 
 
+def workload_rules(operations: list[str], scale: bool) -> list[dict]:
+    """Rules for the workload kinds Allot reads (Job, JobSet, LWS, ...), per API group; `scale` adds their scale sub-resources."""
+    by_group: dict[str, list[str]] = {}
+    for resource, group, _versions in WORKLOAD_RESOURCES.values():
+        by_group.setdefault(group, []).append(resource)
+        if scale and resource in SCALABLE:
+            by_group[group].append(resource + "/scale")
+    return [{"apiGroups": [g], "apiVersions": ["*"], "operations": operations, "resources": sorted(rs), "scope": "Namespaced"}
+            for g, rs in sorted(by_group.items())]
+
+
+def _workload_entry(name: str, path: str, target: Target, contributors: list[_Contributor], mutating: bool) -> dict | None:
+    """Workload objects, judged at submission as the pods their templates would make (docs/deploy.md)."""
+    if not contributors:
+        return None
+    ops = ["CREATE"] if mutating else ["CREATE", "UPDATE"]
+    scope = union_scopes(c.scope for c in contributors)
+    conditions = []
+    if scope is not None and not scope.exact:
+        conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})
+    return _entry(name, path, target, workload_rules(ops, scale=not mutating), conditions,
+                  enforce=any(c.enforce for c in contributors), timeout=POD_TIMEOUT, scope=scope, mutating=mutating)
+
+
 def agent_identity_cel(ps: ir.PolicySet) -> str:
     """CEL true for every request whose userInfo may match an `agents` identity."""
     return " || ".join(cel.identity_cel(a.identity) for a in ps.agents) or "false"
@@ -216,6 +242,7 @@ def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dic
     entries = [
         _pod_entry("pods.validate.allot.io", "/validate", target, validating_pod_contributors(ps), mutating=False),
         _group_entry(ps, target),
+        _workload_entry("workloads.validate.allot.io", "/validate", target, validating_pod_contributors(ps), mutating=False),
         _agent_entry(ps, target),
     ]
     return {"apiVersion": API, "kind": "ValidatingWebhookConfiguration", "metadata": _metadata(VALIDATING_NAME, target),
@@ -244,7 +271,9 @@ def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
     """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches;
     upstream PodGroups the default priority patches."""
     entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, mutating_pod_contributors(ps), mutating=True),
-               _priority_group_entry(ps, target)]
+               _priority_group_entry(ps, target),
+               _workload_entry("workloads.mutate.allot.io", "/mutate", target,
+                               [_PRIORITY] if any(p.default for p in ps.priorities) else [], mutating=True)]
     return {"apiVersion": API, "kind": "MutatingWebhookConfiguration", "metadata": _metadata(MUTATING_NAME, target),
             "webhooks": [e for e in entries if e is not None]}
 
