@@ -198,6 +198,47 @@ def gpu_pod_cel() -> str:
     )
 
 
+# ---- GPU workloads (Job, JobSet, Deployment, ...) ----------------------------------------
+
+
+def _templates_gpu_cel(o: str) -> str:
+    """CEL true when workload object `o` has a pod template (or TrainJob node resources) asking for a GPU, by its kind."""
+    rs = f"{o}.spec.trainer.resourcesPerNode"
+    keys = " || ".join(f"k.startsWith({cel_string(p)})" for p in GPU_RESOURCE_PREFIXES)
+    trainer = " || ".join(f"(has({rs}.{m}) && {rs}.{m}.exists(k, {keys}))" for m in ("limits", "requests"))
+
+    def ray(c: str) -> str:
+        return (f"({_pod_gpu_cel(f'{c}.headGroupSpec.template')} || "
+                f"(has({c}.workerGroupSpecs) && {c}.workerGroupSpecs.exists(g, {_pod_gpu_cel('g.template')})))")
+
+    lwt = f"{o}.spec.leaderWorkerTemplate"
+    by_kind = {
+        "Job Deployment StatefulSet ReplicaSet": _pod_gpu_cel(f"{o}.spec.template"),
+        "JobSet": f"{o}.spec.replicatedJobs.exists(j, {_pod_gpu_cel('j.template.spec.template')})",
+        "LeaderWorkerSet": f"({_pod_gpu_cel(f'{lwt}.workerTemplate')} || (has({lwt}.leaderTemplate) && {_pod_gpu_cel(f'{lwt}.leaderTemplate')}))",
+        "PyTorchJob": f"{o}.spec.pytorchReplicaSpecs.exists(r, {_pod_gpu_cel(f'{o}.spec.pytorchReplicaSpecs[r].template')})",
+        "TrainJob": f"(has({o}.spec.trainer) && has({rs}) && ({trainer}))",
+        "RayCluster": ray(f"{o}.spec"),
+        "RayJob": f"(has({o}.spec.rayClusterSpec) && {ray(f'{o}.spec.rayClusterSpec')})",
+    }
+    parts = []
+    for kinds, expr in by_kind.items():
+        test = " || ".join(f"{o}.kind == {cel_string(k)}" for k in kinds.split())
+        parts.append(f"(({test}) && {expr})")
+    return f"(has({o}.kind) && ({' || '.join(parts)}))"
+
+
+def gpu_workload_cel() -> str:
+    """CEL true for a workload object whose templates ask for a GPU, or any `scale` request.
+
+    The new object only: an UPDATE whose templates ask no GPU any more adds no GPUs to judge.
+    """
+    return (
+        "(has(request.subResource) && request.subResource == \"scale\") || "
+        f"(request.operation != \"DELETE\" && {_templates_gpu_cel('object')})"
+    )
+
+
 # ---- namespaces -----------------------------------------------------------------
 
 

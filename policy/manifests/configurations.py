@@ -206,7 +206,8 @@ def _workload_entry(name: str, path: str, target: Target, contributors: list[_Co
         return None
     ops = ["CREATE"] if mutating else ["CREATE", "UPDATE"]
     scope = union_scopes(c.scope for c in contributors)
-    conditions = []
+    # Only workloads whose templates ask for GPUs (or a scale, whose object has no template); a rule that may act on GPU-less pods takes all.
+    conditions = [{"name": "gpu-workload", "expression": cel.gpu_workload_cel()}] if all(c.gpu_only for c in contributors) else []
     if scope is not None and not scope.exact:
         conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})
     return _entry(name, path, target, workload_rules(ops, scale=not mutating), conditions,
@@ -267,13 +268,17 @@ def _priority_group_entry(ps: ir.PolicySet, target: Target) -> dict | None:
                   timeout=GROUP_TIMEOUT, mutating=True)
 
 
+# The default class into workload templates fails open, as for PodGroups: a missed default waives no limit.
+_TEMPLATE_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=False, needs_gpu=True)
+
+
 def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
     """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches;
     upstream PodGroups the default priority patches."""
     entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, mutating_pod_contributors(ps), mutating=True),
                _priority_group_entry(ps, target),
                _workload_entry("workloads.mutate.allot.io", "/mutate", target,
-                               [_PRIORITY] if any(p.default for p in ps.priorities) else [], mutating=True)]
+                               [_TEMPLATE_PRIORITY] if any(p.default for p in ps.priorities) else [], mutating=True)]
     return {"apiVersion": API, "kind": "MutatingWebhookConfiguration", "metadata": _metadata(MUTATING_NAME, target),
             "webhooks": [e for e in entries if e is not None]}
 
