@@ -172,6 +172,25 @@ def request_pod() -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+JOBSET_REPLICAS, JOBSET_PODS_PER_JOB = 128, 8
+BUDGET_JOBSET_P99_US = 5000.0
+
+
+def request_jobset() -> dict:
+    """A training JobSet of 1,024 pods: 128 replicated Jobs x 8 one-GPU pods (8 GPUs a replica), each template rack-required."""
+    c = {"name": "main", "image": "registry.acme.io/train:2.4",
+         "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "8", "memory": "64Gi"}}}
+    pod = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": "topology.acme.io/rack"}},
+        "spec": {"containers": [c], "restartPolicy": "Never", "priorityClassName": "prod",
+                 "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+    }
+    job = {"spec": {"parallelism": JOBSET_PODS_PER_JOB, "completions": JOBSET_PODS_PER_JOB, "completionMode": "Indexed", "template": pod}}
+    meta = {"name": "pretrain-1k", "namespace": "team-3", "labels": {"acme.io/workload": "training-0", "team": "team-3"}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": JOBSET_REPLICAS, "template": job}]}}
+
+
 def cedar_request(w, request: dict, engine, snapshot) -> dict:
     """The Cedar request for the same AdmissionReview: the subject as context, plus each quota's numbers."""
     ledger = engine.state_for(snapshot).quota
