@@ -13,7 +13,7 @@ from typing import Mapping
 
 from policy.subject.model import Problem
 
-from .common import EMPTY, MALFORMED
+from .common import BAD_OBJECT, EMPTY, MALFORMED
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -92,8 +92,28 @@ def _count(value, default: int, path: str, problems: list) -> int:
     return default
 
 
-def _pod(template, ns: str | None) -> dict:
+def _list(value, path: str, problems: list) -> list:
+    """A list field; anything else is a located problem (fail closed: a set that cannot be read is not silently empty)."""
+    if value is None or type(value) is list:
+        return value or []
+    problems.append(Problem(BAD_OBJECT, f"{path}: expected a list, got {type(value).__name__}"))
+    return []
+
+
+def _object(value, path: str, problems: list) -> Mapping:
+    """An object field (None: absent); anything else is a located problem."""
+    if value is None or type(value) is dict:
+        return value or EMPTY
+    problems.append(Problem(BAD_OBJECT, f"{path}: expected an object, got {type(value).__name__}"))
+    return EMPTY
+
+
+def _pod(template, ns: str | None, path: str = "", problems: list | None = None) -> dict:
     """A Pod-shaped object from a PodTemplateSpec, so the pod demand readers apply unchanged."""
+    if problems is not None:
+        t = _object(template, path, problems)
+        _object(t.get("spec"), f"{path}.spec", problems)
+        _object(t.get("metadata"), f"{path}.metadata", problems)
     t = _map(template)
     meta = dict(_map(t.get("metadata")))
     if ns and "namespace" not in meta:
@@ -114,50 +134,51 @@ def _job_pods(jspec: Mapping, path: str, problems: list) -> int:
 def _job(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     n = _job_pods(spec, "spec", problems)
     # completionMode (NonIndexed | Indexed) changes how pods are named, not how many run at once.
-    return [Template("job", n, None, _pod(spec.get("template"), ns), ("spec", "template", "spec"))], spec.get("suspend") is True
+    return [Template("job", n, None, _pod(spec.get("template"), ns, "spec.template", problems), ("spec", "template", "spec"))], spec.get("suspend") is True
 
 
 def _jobset(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     out = []
-    for i, rj in enumerate(spec.get("replicatedJobs") or ()):
-        rj = _map(rj)
+    for i, rj in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs", problems)):
         path = f"spec.replicatedJobs[{i}]"
+        rj = _object(rj, path, problems)
         replicas = _count(rj.get("replicas"), 1, f"{path}.replicas", problems)
-        jt = _map(rj.get("template"))
-        jspec = _map(jt.get("spec"))
+        jt = _object(rj.get("template"), f"{path}.template", problems)
+        jspec = _object(jt.get("spec"), f"{path}.template.spec", problems)
         per_job = _job_pods(jspec, f"{path}.template.spec", problems)
         name = rj.get("name") if type(rj.get("name")) is str else str(i)
-        tpl = _pod(jspec.get("template"), ns)
+        tpl = _pod(jspec.get("template"), ns, f"{path}.template.spec.template", problems)
         out.append(Template(name, replicas * per_job, None, tpl, ("spec", "replicatedJobs", str(i), "template", "spec", "template", "spec")))
     return out, spec.get("suspend") is True
 
 
 def _lws(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     replicas = _count(spec.get("replicas"), 1, "spec.replicas", problems)
-    lwt = _map(spec.get("leaderWorkerTemplate"))
+    lwt = _object(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate", problems)
     size = _count(lwt.get("size"), 1, "spec.leaderWorkerTemplate.size", problems)
     worker = ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")
     if "leaderTemplate" in lwt and lwt.get("leaderTemplate") is not None:
-        leader = Template("leader", replicas if size else 0, None, _pod(lwt.get("leaderTemplate"), ns), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
-        workers = Template("worker", replicas * max(0, size - 1), None, _pod(lwt.get("workerTemplate"), ns), worker)
+        leader = Template("leader", replicas if size else 0, None, _pod(lwt.get("leaderTemplate"), ns, "spec.leaderWorkerTemplate.leaderTemplate", problems), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
+        workers = Template("worker", replicas * max(0, size - 1), None, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)
         return [leader, workers], False
     # No leader template: the leader runs the worker template too.
-    return [Template("worker", replicas * size, None, _pod(lwt.get("workerTemplate"), ns), worker)], False
+    return [Template("worker", replicas * size, None, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)], False
 
 
 def _pytorchjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     out = []
-    for role, rs in _map(spec.get("pytorchReplicaSpecs")).items():
-        rs = _map(rs)
+    for role, rs in _object(spec.get("pytorchReplicaSpecs"), "spec.pytorchReplicaSpecs", problems).items():
+        rs = _object(rs, f"spec.pytorchReplicaSpecs.{role}", problems)
         n = _count(rs.get("replicas"), 1, f"spec.pytorchReplicaSpecs.{role}.replicas", problems)
-        out.append(Template(str(role), n, None, _pod(rs.get("template"), ns), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
+        out.append(Template(str(role), n, None, _pod(rs.get("template"), ns, f"spec.pytorchReplicaSpecs.{role}.template", problems), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
     return out, _map(spec.get("runPolicy")).get("suspend") is True
 
 
 def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
-    trainer = _map(spec.get("trainer"))
+    trainer = _object(spec.get("trainer"), "spec.trainer", problems)
     nodes = _count(trainer.get("numNodes"), 1, "spec.trainer.numNodes", problems)
     resources = trainer.get("resourcesPerNode")
+    _object(resources, "spec.trainer.resourcesPerNode", problems)
     # The pod template lives in the runtime (not in the object): the node's resources are all it says.
     pod = {"kind": "Pod", "metadata": {"namespace": ns} if ns else {},
            "spec": {"containers": [{"name": "node", "resources": resources}] if type(resources) is dict else []}}
@@ -166,11 +187,12 @@ def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Tem
 
 def _ray_groups(cspec: Mapping, prefix: tuple[str, ...], ns, problems: list) -> list[Template]:
     where = ".".join(prefix)
-    head = Template("head", 1, None, _pod(_map(cspec.get("headGroupSpec")).get("template"), ns), (*prefix, "headGroupSpec", "template", "spec"))
+    hg = _object(cspec.get("headGroupSpec"), f"{where}.headGroupSpec", problems)
+    head = Template("head", 1, None, _pod(hg.get("template"), ns, f"{where}.headGroupSpec.template", problems), (*prefix, "headGroupSpec", "template", "spec"))
     out = [head]
-    for i, g in enumerate(cspec.get("workerGroupSpecs") or ()):
-        g = _map(g)
+    for i, g in enumerate(_list(cspec.get("workerGroupSpecs"), f"{where}.workerGroupSpecs", problems)):
         path = f"{where}.workerGroupSpecs[{i}]"
+        g = _object(g, path, problems)
         replicas = _count(g.get("replicas"), 1, f"{path}.replicas", problems)
         hosts = _count(g.get("numOfHosts"), 1, f"{path}.numOfHosts", problems) or 1
         least = g.get("minReplicas")
@@ -178,7 +200,7 @@ def _ray_groups(cspec: Mapping, prefix: tuple[str, ...], ns, problems: list) -> 
         if g.get("suspend") is True:
             replicas, minimum = 0, None
         name = g.get("groupName") if type(g.get("groupName")) is str else f"workers-{i}"
-        out.append(Template(name, replicas * hosts, minimum, _pod(g.get("template"), ns), (*prefix, "workerGroupSpecs", str(i), "template", "spec")))
+        out.append(Template(name, replicas * hosts, minimum, _pod(g.get("template"), ns, f"{path}.template", problems), (*prefix, "workerGroupSpecs", str(i), "template", "spec")))
     return out
 
 
@@ -188,6 +210,8 @@ def _raycluster(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
 
 def _rayjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     cspec = spec.get("rayClusterSpec")
+    if cspec is not None and type(cspec) is not dict:
+        problems.append(Problem(BAD_OBJECT, f"spec.rayClusterSpec: expected an object, got {type(cspec).__name__}"))
     if type(cspec) is not dict:  # a RayJob on an existing cluster (clusterSelector) runs only its submitter
         return [], spec.get("suspend") is True
     return _ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), spec.get("suspend") is True
@@ -195,7 +219,7 @@ def _rayjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Templ
 
 def _replicas(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     n = _count(spec.get("replicas"), 1, "spec.replicas", problems)
-    return [Template("replicas", n, None, _pod(spec.get("template"), ns), ("spec", "template", "spec"))], False
+    return [Template("replicas", n, None, _pod(spec.get("template"), ns, "spec.template", problems), ("spec", "template", "spec"))], False
 
 
 _READERS = {
@@ -207,9 +231,9 @@ _READERS = {
 def read_workload(obj: Mapping, reader: str) -> Read:
     """A workload object's templates; bad counts become problems (and the controller's default), never exceptions."""
     meta = _map(obj.get("metadata"))
-    spec = _map(obj.get("spec"))
-    ns = meta.get("namespace") if type(meta.get("namespace")) is str else None
     problems: list[Problem] = []
+    spec = _object(obj.get("spec"), "spec", problems)
+    ns = meta.get("namespace") if type(meta.get("namespace")) is str else None
     templates, suspended = _READERS[reader](obj, spec, ns, problems)
     annotations = _map(meta.get("annotations"))
     exclusive = annotations.get(JOBSET_EXCLUSIVE) if reader == "jobset" else annotations.get(LWS_EXCLUSIVE) if reader == "lws" else None

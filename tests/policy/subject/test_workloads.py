@@ -140,3 +140,21 @@ def test_template_paths_point_at_pod_specs():
         for part in path:
             node_ = node_[int(part)] if isinstance(node_, list) else node_[part]
         assert "containers" in node_
+
+
+@pytest.mark.parametrize("kind, path, value, want_where", [
+    ("Deployment", ("spec", "template"), 5, "spec.template: expected an object, got int"),
+    ("JobSet", ("spec", "replicatedJobs"), "abc", "spec.replicatedJobs: expected a list, got str"),
+    ("JobSet", ("spec", "replicatedJobs", 1, "template", "spec"), [], "spec.replicatedJobs[1].template.spec: expected an object"),
+    ("RayCluster", ("spec", "workerGroupSpecs", 0), True, "spec.workerGroupSpecs[0]: expected an object, got bool"),
+    ("PyTorchJob", ("spec", "pytorchReplicaSpecs", "Worker", "template"), "x", "spec.pytorchReplicaSpecs.Worker.template: expected an object"),
+    ("TrainJob", ("spec", "trainer", "resourcesPerNode"), [1], "spec.trainer.resourcesPerNode: expected an object, got list"),
+])
+def test_a_structure_of_the_wrong_type_is_a_located_problem(kind, path, value, want_where):
+    obj = copy.deepcopy(OBJECTS[kind])
+    at = obj
+    for step in path[:-1]:
+        at = at[step]
+    at[path[-1]] = value
+    w = subject(obj)
+    assert [p.code for p in w.problems] == ["MalformedObject"] and want_where in w.problems[0].message, w.problems

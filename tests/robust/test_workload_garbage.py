@@ -1,0 +1,48 @@
+"""Workload objects with one field of the wrong type: normalization and the engine explain, never raise."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lang import compile_policies
+from policy.admission import wrap_manifest
+from policy.cluster.snapshot import ClusterSnapshot
+from policy.engine import Engine
+from policy.subject.normalize import normalize
+from tests.robust.robust_objects import GARBAGE, _paths, spoiled
+
+EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REPO = Path(__file__).resolve().parents[2]
+OBJECTS = [o for f in sorted((REPO / "tests/fixtures/workloads").glob("*.yaml")) for o in yaml.safe_load_all(f.read_text()) if o]
+CLUSTER = ClusterSnapshot.from_text((REPO / "policies/fixtures/cluster.yaml").read_text())
+POLICY = '''
+quota all { gpus 8 }
+fraction slices { min 0.1 max 0.5 }
+gang gangs { for kind != "Pod"  require min_members }
+priority batch 100 default
+'''
+ENGINE = Engine(compile_policies([("g.policy", POLICY)])[0])
+
+
+@st.composite
+def spoiled_workload(draw) -> dict:
+    base = draw(st.sampled_from(OBJECTS))
+    paths = [p for p in _paths(base) if p not in (("kind",), ("apiVersion",), ("metadata",), ("metadata", "name"))]
+    return spoiled(base, draw(st.sampled_from(paths)), draw(GARBAGE))
+
+
+@FUZZ
+@given(spoiled_workload(), st.sampled_from(["CREATE", "UPDATE"]))
+def test_a_spoiled_workload_is_explained_never_raised(obj, operation):
+    req = wrap_manifest(obj, user="alice", groups=["dev"], operation=operation)["request"]
+    w = normalize(req, CLUSTER)
+    assert w.kind == obj["kind"] and w.total_gpus >= 0 and all(ps.count >= 0 for ps in w.pod_sets)
+    for mutate in (False, True):
+        d = ENGINE.decide(req, CLUSTER, 0.0, mutate=mutate, reserve=False)
+        assert all(r.message for r in d.reasons)
