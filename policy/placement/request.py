@@ -24,6 +24,7 @@ from policy.placement.members import Seen, tally
 from policy.placement.needs import pod_needs
 from policy.placement.query import set_counts
 from policy.placement.result import GangRequest
+from policy.subject.dialects.workloads import WORKLOAD_KIND_NAMES
 from policy.subject.model import PodSet, Workload, replace_workload
 
 VOLCANO_TASK = "volcano.sh/task-spec"  # the Volcano job controller's task name on each pod
@@ -249,10 +250,10 @@ def gang_in_hand(objs, snapshot) -> tuple[Workload, object, list] | str:
         kind = obj.get("kind")
         if kind == "Pod":
             pods.append(normalize_object(obj, snapshot))
-        elif kind in ("PodGroup", "Workload"):
+        elif kind in ("PodGroup", "Workload") or kind in WORKLOAD_KIND_NAMES:  # a JobSet, LWS, ... is its own gang
             group = normalize_object(obj, snapshot)
         else:
-            return f"GANG holds a {kind!r}; expected PodGroup, Workload or Pod objects"
+            return f"GANG holds a {kind!r}; expected PodGroup, Workload, a workload object (JobSet, Job, ...) or Pod objects"
     subject = group or (pods[0] if pods else None)
     if subject is None:
         return "GANG holds no objects"

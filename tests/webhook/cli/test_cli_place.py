@@ -147,3 +147,13 @@ def test_place_counts_the_members_cpu_and_names_it_when_it_runs_out(tmp_path, ca
     assert out["reason"] == "cpu: 96 requested per pod, the best node with room for its GPUs has 64 free"
     fitting = _write(tmp_path, "fits.yaml", [pod(f"w{i}", None, gpus=8, cpu="32") for i in range(2)])
     assert main(["place", "--cluster", cluster, "--required", "rack", fitting]) == 0
+
+
+def test_place_a_jobset_as_its_pod_sets(tmp_path, capsys):
+    tpl = {"spec": {"containers": [{"name": "t", "image": "t:1", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "team-a"},
+          "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 2, "template": tpl}}}]}}
+    code = main(["place", "--cluster", _cluster(tmp_path), "--required", "rack", _write(tmp_path, "js.yaml", [js])])
+    out = json.loads(capsys.readouterr().out)
+    # 2 replicas x 2 pods x 2 GPUs = 8 GPUs: only rack r2 (b1, 8 free) holds them all
+    assert (code, out["fits"], out["domain"], sum(out["nodes"].values())) == (0, True, "b1-r2", 4)
