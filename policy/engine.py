@@ -19,6 +19,7 @@ from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.blocks.gang import settle
 from policy.subject.normalize import normalize, normalize_object
+from policy.subject.workloads import workload_memory
 from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
 from policy.weaksub import subscribe_weakly
 
@@ -113,7 +114,11 @@ class Engine:
             model = c.model_by_product.get(w.gpu_product)
             if model is not None:
                 _SETATTR(w, "gpu_model", model)
-        if w.gpu_memory is None and w.gpu_model is not None and w.gpus > 0:
+        if w.template_paths and w.gpu_memory is None and w.gpus > 0:  # a workload object: summed over its sets
+            memory = workload_memory(w, c.model_by_product, c.model_memory)
+            if memory is not None:
+                _SETATTR(w, "gpu_memory", memory)
+        elif w.gpu_memory is None and w.gpu_model is not None and w.gpus > 0:
             memory = c.model_memory.get(w.gpu_model)
             if memory is not None:  # a share of the device, or N whole devices
                 share = w.fraction if w.fraction is not None else w.gpus

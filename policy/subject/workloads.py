@@ -18,7 +18,7 @@ from policy.subject.dialects.topology import pod_topology
 from policy.subject.dialects.workloads import GANG_KINDS, WORKLOAD_KIND_NAMES, read_workload, workload_reader
 from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
 
-__all__ = ["GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
+__all__ = ["GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
 
 
 def is_workload(w) -> bool:
@@ -38,6 +38,23 @@ def starts_whole(w) -> bool:
     if w.suspended:
         return False
     return w.operation == "CREATE" or (w.operation == "UPDATE" and w.added_gpus is not None and w.added_gpus == w.total_gpus > 0)
+
+
+def workload_memory(w, model_by_product: dict, model_memory: dict) -> int | None:
+    """GPU memory per pod of a workload, so `gpu_memory × pods` is its sets' memory (a set's own, else its model's × share), rounded up."""
+    total = 0
+    for ps in w.pod_sets:
+        if not ps.count or not ps.gpus:
+            continue
+        per = ps.gpu_memory
+        if per is None:
+            model = model_by_product.get(ps.gpu_product) if ps.gpu_product is not None else w.gpu_model
+            memory = model_memory.get(model) if model is not None else None
+            if memory is None:
+                return None  # a set of unknown memory: the workload's memory is unknown, as a pod's would be
+            per = memory * (ps.fraction if ps.fraction is not None else ps.gpus) // 1000
+        total += ps.count * per
+    return ceil_div(total, w.pods) if total and w.pods else None
 
 
 def _dotted(path: tuple[str, ...] | None) -> str:
@@ -115,8 +132,11 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
     largest = next((ps for ps in asking if ps.gpus == gpus), None)
     fractions = {ps.fraction for ps in asking if ps.fraction is not None}
     fraction = largest.fraction if largest is not None and largest.fraction is not None else (min(fractions) if fractions else None)
-    mems = [ps.count * ps.gpu_memory for ps in asking if ps.gpu_memory]
-    memory = ceil_div(sum(mems), sum(ps.count for ps in asking) or 1) if mems else None
+    # Per pod over ALL pods (GPU-less ones too), so quota's `gpu_memory × pods` is the sets' sum; the engine
+    # completes it from the models when a template asks no memory (`workload_memory`).
+    memory = None
+    if asking and all(ps.gpu_memory for ps in asking):
+        memory = ceil_div(sum(ps.count * ps.gpu_memory for ps in asking), pods)
     products = {ps.gpu_product for ps in asking if ps.gpu_product}
     product = products.pop() if len(products) == 1 else None
     privileged = host_path = host_network = False

@@ -184,3 +184,12 @@ def test_scale_subresource_is_judged_on_the_live_deployment(engine):
 def test_scale_of_a_workload_not_in_the_cluster_state_warns(engine):
     d = engine.decide(scale(12, name="ghost"), CLUSTER, 0.0, reserve=False)
     assert d.allowed and [r.code for r in d.reasons] == ["WorkloadNotInClusterState"] and d.reasons[0].mode == "warn"
+
+
+def test_gpu_memory_of_a_workload_sums_its_sets_not_its_cpu_pods(engine):
+    from policy.subject.normalize import normalize
+
+    js = copy.deepcopy(OBJECTS["JobSet"])  # a CPU driver + 4 workers x 8 H100 (80Gi each)
+    w = engine.enrich(normalize(wrap_manifest(js, user="a", groups=[], operation="CREATE")["request"], CLUSTER))
+    want = 4 * 8 * 80 * 2**30
+    assert want <= w.gpu_memory * w.pods < want + w.pods  # rounded up per pod, never under
