@@ -19,7 +19,7 @@ from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.blocks.gang import settle
 from policy.subject.normalize import normalize, normalize_object
-from policy.subject.workloads import workload_memory
+from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, workload_memory
 from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
 from policy.weaksub import subscribe_weakly
 
@@ -193,16 +193,25 @@ class Engine:
 
 
 def commit_reservations(ctx: Context) -> None:
-    """Hold the admitted pod's quota charges until the snapshot shows it."""
+    """Hold the admitted pod's quota charges until the snapshot shows it; an admitted workload's until its pods take them."""
     w = ctx.w
-    if w.operation != "CREATE" or w.kind != "Pod":
+    workload = w.template_paths and w.kind in HELD_KINDS and w.name and not controlled_child(w)
+    if not workload and (w.operation != "CREATE" or w.kind != "Pod"):
         return  # group objects are checked whole; their pods are charged one by one
-    key = f"{w.namespace or 'default'}/{w.name}" if w.name else f"uid:{w.uid}"
     by_ledger: dict[int, tuple] = {}
     for ledger, charge in ctx.reserve:
         entry = by_ledger.setdefault(id(ledger), (ledger, []))
         entry[1].append(charge)
+    if workload:  # charge once: its pods take their share from this hold (docs/semantics.md)
+        key = hold_key(w.namespace, w.kind, w.name)
+        for ledger, charges in by_ledger.values():
+            ledger.hold_workload(key, tuple(charges), ctx.now + WORKLOAD_TTL)
+        return
+    key = f"{w.namespace or 'default'}/{w.name}" if w.name else f"uid:{w.uid}"
     for ledger, charges in by_ledger.values():
+        owner = ledger.owner_hold(w) if ledger.holds.workloads else None
+        if owner is not None:
+            ledger.take(owner, tuple(charges))
         ledger.reserve(key, tuple(charges), ctx.now + RESERVATION_TTL)
 
 

@@ -25,6 +25,7 @@ from policy.cluster.snapshot import is_live
 from policy.context import Context, where
 from policy.cluster.ledger import ReservationLedger
 from policy.cluster.ledger import pod_key  # re-exported: the key holds and charges share
+from policy.subject.workloads import controlled_child, owner_keys
 from policy.weaksub import subscribe_weakly
 
 RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod
@@ -142,6 +143,23 @@ class QuotaLedger:
         specs = self.specs
         self.holds.reserve(key, tuple((specs[qi].id, *rest) for qi, *rest in charges), expires_at)
 
+    def hold_workload(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> None:
+        """Hold an admitted workload's `charges` until its pods take them (`take`) or `expires_at` passes; adds to an earlier hold of it."""
+        specs = self.specs
+        self.holds.add(key, tuple((specs[qi].id, *rest) for qi, *rest in charges), expires_at)
+
+    def take(self, key: str, charges: tuple[Charge, ...]) -> None:
+        """Move a workload pod's `charges` out of its workload's hold (the pod holds them itself now)."""
+        specs = self.specs
+        self.holds.take(key, tuple((specs[qi].id, *rest) for qi, *rest in charges))
+
+    def owner_hold(self, w) -> str | None:
+        """The hold key of the admitted workload Pod `w` belongs to, when that workload still holds GPUs."""
+        if not self.holds.workloads or w.kind != "Pod":
+            return None
+        holds = self.holds.holds
+        return next((k for k in owner_keys(w) if k in holds), None)
+
     def expire(self, now: float) -> None:
         """Drop holds whose time has passed (cheap when none is due)."""
         self.holds.expire(now)
@@ -206,11 +224,21 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
         ctx.blocks.append(block)
         ledger = ctx.state.quota
         ledger.expire(ctx.now)
+        if w.template_paths and controlled_child(w):
+            ctx.note(block, location, f"{w.kind} {w.name or ''} is made by its owner's controller: its GPUs are its owner's, judged there")
+            return
         resize = w.operation != "CREATE"
         requested = w.added_gpus if resize else w.total_gpus
+        owner = ledger.owner_hold(w) if ledger.holds.workloads else None
+        covered = covered_memory = covered_model = 0
+        if owner is not None:  # charge once: the share its workload's hold already counts is not counted again
+            h_milli, h_memory, h_models = ledger.holds.held(owner, spec.id)
+            covered = min(requested, h_milli)
+            covered_memory = min((w.gpu_memory or 0) * w.pods, h_memory)
+            covered_model = min(requested, h_models.get(w.gpu_model, 0)) if w.gpu_model is not None else 0
         explaining = ctx.trace is not None
         if spec.nominal is not None and requested > 0:
-            used = ledger.used[qi]
+            used = ledger.used[qi] - covered
             # Within nominal needs no cohort arithmetic; compute what is borrowable only beyond it.
             fits_nominal = used + requested <= spec.nominal
             borrowable = 0 if fits_nominal and not explaining else ledger.borrowable(qi)
@@ -221,13 +249,15 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                     f"{name}: {format_milli(used)} in use + {format_milli(requested)} requested{demand_of(w)}"
                     f" {'>' if over else '<='} {format_milli(spec.nominal)} nominal + {format_milli(borrowable)} borrowable"
                 )
+                if covered:
+                    text += f" ({format_milli(covered)} of it held for {owner[3:]}, not counted twice)"
                 if over:
                     ctx.find("QuotaExceeded", block, location, text, mode, data)
                 else:
                     ctx.note(block, location, text + ": fits")
         model = w.gpu_model
         if model is not None and model in spec.per_model:
-            limit, used = spec.per_model[model], ledger.models[qi].get(model, 0)
+            limit, used = spec.per_model[model], ledger.models[qi].get(model, 0) - covered_model
             over = used + requested > limit
             if over or explaining:
                 data = {"model": model, "used": used, "requested": requested, "nominal": limit, "borrowable": 0}
@@ -237,7 +267,7 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                 else:
                     ctx.note(block, location, f"{text} <= {format_milli(limit)} nominal {model}: fits")
         if spec.gpu_memory is not None and w.gpu_memory and not resize:  # memory of a resize: not judged (docs/semantics.md)
-            charge, used = w.gpu_memory * w.pods, ledger.memory[qi]
+            charge, used = w.gpu_memory * w.pods, ledger.memory[qi] - covered_memory
             over = used + charge > spec.gpu_memory
             if over or explaining:
                 data = {"used": used, "requested": charge, "nominal": spec.gpu_memory, "borrowable": 0}

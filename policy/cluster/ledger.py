@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 # (quota id, milli-GPU, bytes of GPU memory, GPU model or None, milli-GPU of that model)
 Hold = tuple[str, int, int, "str | None", int]
 Listener = Callable[[tuple[Hold, ...], int], None]
+WORKLOAD_PREFIX = "wl:"  # `wl:namespace/Kind/name`: the hold of an admitted workload object, taken from by its pods
 
 
 def pod_key(obj: Mapping) -> str:
@@ -31,6 +32,7 @@ class ReservationLedger:
     def __init__(self) -> None:
         self.holds: dict[str, tuple[float, tuple[Hold, ...]]] = {}
         self.next_expiry = float("inf")
+        self.workloads = 0  # holds of admitted workload objects (keys `wl:`): pods only look for an owner's hold when some exist
         self._listeners: list[Callable[[], Listener | None]] = []
 
     def listen(self, method: Listener) -> None:
@@ -50,14 +52,64 @@ class ReservationLedger:
             return
         self.release(key)
         self.holds[key] = (expires_at, holds)
+        self.workloads += key.startswith(WORKLOAD_PREFIX)
         self.next_expiry = min(self.next_expiry, expires_at)
         self._tell(holds, +1)
+
+    def add(self, key: str, holds: tuple[Hold, ...], expires_at: float) -> None:
+        """Add `holds` to the hold of `key` (a workload scaled up while its pods still come), keeping the later expiry."""
+        held = self.holds.get(key)
+        if held is None:
+            self.reserve(key, holds, expires_at)
+            return
+        if not holds:
+            return
+        self.holds[key] = (max(held[0], expires_at), held[1] + holds)
+        self._tell(holds, +1)
+
+    def take(self, key: str, wanted: tuple[Hold, ...]) -> tuple[Hold, ...]:
+        """Move up to `wanted` out of the hold of `key` (a workload's pod now holds its own share); returns what was taken."""
+        held = self.holds.get(key)
+        if held is None:
+            return ()
+        left = [list(h) for h in held[1]]
+        taken: list[Hold] = []
+        for qid, milli, memory, model, model_milli in wanted:
+            for h in left:
+                if h[0] == qid and h[3] == model and (h[1] > 0 or h[2] > 0):
+                    t = (qid, min(milli, h[1]), min(memory, h[2]), model, min(model_milli, h[4]))
+                    h[1], h[2], h[4] = h[1] - t[1], h[2] - t[2], h[4] - t[4]
+                    taken.append(t)
+                    break
+        if not taken:
+            return ()
+        rest = tuple(tuple(h) for h in left if h[1] > 0 or h[2] > 0)
+        if rest:
+            self.holds[key] = (held[0], rest)
+        else:
+            del self.holds[key]
+            self.workloads -= key.startswith(WORKLOAD_PREFIX)
+        self._tell(tuple(taken), -1)
+        return tuple(taken)
+
+    def held(self, key: str, qid: str) -> tuple[int, int, dict]:
+        """(milli-GPU, bytes, milli-GPU by model) still held under `key` for quota `qid`."""
+        held = self.holds.get(key)
+        milli = memory = 0
+        models: dict = {}
+        for h in held[1] if held is not None else ():
+            if h[0] == qid:
+                milli, memory = milli + h[1], memory + h[2]
+                if h[3] is not None:
+                    models[h[3]] = models.get(h[3], 0) + h[4]
+        return milli, memory, models
 
     def release(self, key: str) -> bool:
         """Drop the hold of `key`; False if there was none."""
         held = self.holds.pop(key, None)
         if held is None:
             return False
+        self.workloads -= key.startswith(WORKLOAD_PREFIX)
         self._tell(held[1], -1)
         return True
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Mapping
 
 from policy.subject.demand import read_demand
-from policy.subject.dialects.common import EMPTY, ceil_div
+from policy.subject.dialects.common import BAD_OBJECT, EMPTY, ceil_div
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.topology import pod_topology
 from policy.subject.dialects.workloads import GANG_KINDS, WORKLOAD_KIND_NAMES, read_workload, workload_reader
 from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
 
-__all__ = ["GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
+__all__ = ["HELD_KINDS", "WORKLOAD_TTL", "controlled_child", "hold_key", "owner_keys", "GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
 
 
 def is_workload(w) -> bool:
@@ -85,6 +85,57 @@ def _total(sets) -> int:
     return sum(ps.count * ps.gpus for ps in sets)
 
 
+# Charge once (docs/semantics.md): kinds whose admission holds their GPUs, because their pods can be found again.
+HELD_KINDS = frozenset({"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "Deployment", "StatefulSet", "ReplicaSet"})
+WORKLOAD_TTL = 120.0  # seconds a workload's remaining hold waits for its pods (then it expires)
+# Labels the controllers put on every pod they make: label -> the workload kind it names.
+OWNER_LABELS = (
+    ("jobset.sigs.k8s.io/jobset-name", "JobSet"),
+    ("leaderworkerset.sigs.k8s.io/name", "LeaderWorkerSet"),
+    ("training.kubeflow.org/job-name", "PyTorchJob"),
+)
+LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
+
+
+def hold_key(namespace: str | None, kind: str, name: str) -> str:
+    """The reservation id of an admitted workload's hold: `wl:namespace/Kind/name`."""
+    return f"wl:{namespace or 'default'}/{kind}/{name}"
+
+
+def _controller_refs(obj) -> list:
+    meta = _map(_map(obj).get("metadata"))
+    refs = meta.get("ownerReferences")
+    if type(refs) is not list:
+        return []
+    return [r for r in refs if type(r) is dict and r.get("controller") is True and type(r.get("kind")) is str and type(r.get("name")) is str]
+
+
+def owner_keys(w) -> tuple[str, ...]:
+    """Hold keys of the workload whose controller made Pod `w` (controller labels first, then the owner reference chain)."""
+    ns, labels, out = w.namespace, w.labels, []
+    if labels:
+        for label, kind in OWNER_LABELS:
+            name = labels.get(label)
+            if type(name) is str and name:
+                out.append(hold_key(ns, kind, name))
+    for ref in _controller_refs(w.obj):
+        kind, name = ref["kind"], ref["name"]
+        if kind == "ReplicaSet":
+            h = labels.get("pod-template-hash") if labels else None
+            if type(h) is str and h and name.endswith("-" + h):  # a Deployment's ReplicaSet is `deployment-hash`
+                out.append(hold_key(ns, "Deployment", name[: -len(h) - 1]))
+        if kind in HELD_KINDS:
+            out.append(hold_key(ns, kind, name))
+    return tuple(out)
+
+
+def controlled_child(w) -> bool:
+    """A workload object made by another one's controller (a Deployment's ReplicaSet, a JobSet's Job, an LWS's StatefulSets): its parent's decision holds its GPUs."""
+    if w.labels and LWS_LABEL in w.labels:
+        return True
+    return any(r["kind"] in HELD_KINDS or r["kind"] == "Pod" for r in _controller_refs(w.obj))
+
+
 # `scale` sub-resources of the workload kinds that serve one: resource -> kind.
 SCALABLE = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet", "leaderworkersets": "LeaderWorkerSet"}
 NOT_IN_STATE = "WorkloadNotInClusterState"
@@ -118,6 +169,15 @@ def scale_subject(request: Mapping, snapshot, r: tuple, problems: list) -> Workl
 
 def _map(v) -> Mapping:
     return v if type(v) is dict else EMPTY
+
+
+def _string_map(meta: Mapping, key: str, problems: list) -> Mapping:
+    """metadata.labels / annotations as a map; another JSON type is a located problem (never a crash later)."""
+    value = meta.get(key)
+    if value is None or type(value) is dict:
+        return value or EMPTY
+    problems.append(Problem(BAD_OBJECT, f"metadata.{key}: expected an object, got {type(value).__name__}"))
+    return EMPTY
 
 
 def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, problems: list) -> Workload:
@@ -171,7 +231,7 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
             added = max(0, total - _total(old_sets)) if not read.suspended else 0
     w = make_workload(
         kind, r[0], r[1], ns, snapshot.namespace_labels(ns) if snapshot is not None else EMPTY,
-        meta.get("labels") or EMPTY, meta.get("annotations") or EMPTY, r[3], r[4], r[5], priority, pc,
+        _string_map(meta, "labels", problems), _string_map(meta, "annotations", problems), r[3], r[4], r[5], priority, pc,
         pods, gpus, total, fraction, memory, product, None,
         gang, minimum, required, preferred, False, privileged, host_path, host_network,
         r[6], r[7], r[8], r[9], tuple(sets), tuple(problems) if problems else (), obj, r[10],

@@ -33,7 +33,8 @@ ENGINE = Engine(compile_policies([("g.policy", POLICY)])[0])
 @st.composite
 def spoiled_workload(draw) -> dict:
     base = draw(st.sampled_from(OBJECTS))
-    paths = [p for p in _paths(base) if p not in (("kind",), ("apiVersion",), ("metadata",), ("metadata", "name"))]
+    # metadata.namespace becomes request.namespace, which the review envelope checks (webhook/server/review.py)
+    paths = [p for p in _paths(base) if p not in (("kind",), ("apiVersion",), ("metadata",), ("metadata", "name"), ("metadata", "namespace"))]
     return spoiled(base, draw(st.sampled_from(paths)), draw(GARBAGE))
 
 

@@ -193,3 +193,99 @@ def test_gpu_memory_of_a_workload_sums_its_sets_not_its_cpu_pods(engine):
     w = engine.enrich(normalize(wrap_manifest(js, user="a", groups=[], operation="CREATE")["request"], CLUSTER))
     want = 4 * 8 * 80 * 2**30
     assert want <= w.gpu_memory * w.pods < want + w.pods  # rounded up per pod, never under
+
+
+# ---- charge once ---------------------------------------------------------------------------
+
+ONCE = '''
+gpu h100 { product "NVIDIA-H100-80GB-HBM3" memory 80Gi }
+quota serving { for namespace == "serving"  gpus 4  gpus 4 of h100  gpu_memory 320Gi }
+'''
+
+
+def once_engine():
+    ps, diags = compile_policies([("once.policy", ONCE)])
+    assert not [d for d in diags if d.severity == "error"], diags
+    return Engine(ps)
+
+
+def deployment(replicas):
+    d = copy.deepcopy(OBJECTS["ReplicaSet"])  # 1 H100 per replica
+    d["kind"], d["metadata"]["name"] = "Deployment", "rerank"
+    d["spec"]["replicas"] = replicas
+    d["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    return d
+
+
+def member(i, owner_kind="ReplicaSet", owner="rerank-7c9f8", hash_="7c9f8", labels=None):
+    tpl = deployment(1)["spec"]["template"]
+    meta = {"name": f"rerank-{hash_}-{i}", "namespace": "serving", "labels": {**tpl["metadata"]["labels"], "pod-template-hash": hash_, **(labels or {})},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": owner, "uid": "u", "controller": True}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(tpl["spec"])}
+
+
+def admit(engine, snap, obj, now=0.0):
+    req = wrap_manifest(obj, user="alice", groups=["dev"], operation="CREATE")["request"]
+    return engine.decide(req, snap, now)  # validating side, reserving
+
+
+def test_an_admitted_deployment_holds_its_gpus_and_its_pods_take_them_once():
+    engine, snap = once_engine(), ClusterSnapshot.from_objects([])
+    assert admit(engine, snap, deployment(4)).allowed  # 4 x 1 H100 = the whole quota, held
+    holds = snap.reservations.totals()
+    assert holds == {"quota serving": (4000, 4 * 80 * 2**30, {"h100": 4000})}
+    for i in range(4):  # each pod of it takes its share from the hold: not counted twice
+        d = admit(engine, snap, member(i))
+        assert d.allowed, d.reasons
+    assert sum(m for m, _, _ in snap.reservations.totals().values()) == 4000  # moved to the pods' own holds
+    assert "wl:serving/Deployment/rerank" not in snap.reservations.holds
+    # the quota is full: a fifth pod of it, or anyone else's, is charged in full
+    assert codes(admit(engine, snap, member(4))) == ["QuotaExceeded", "QuotaMemoryExceeded", "QuotaModelExceeded"]
+
+
+def test_another_workloads_pod_does_not_take_from_the_hold():
+    engine, snap = once_engine(), ClusterSnapshot.from_objects([])
+    assert admit(engine, snap, deployment(4)).allowed
+    stranger = member(0, owner="other-1234", hash_="1234")
+    assert "QuotaExceeded" in codes(admit(engine, snap, stranger))
+
+
+def test_a_controllers_child_workload_is_not_charged_again():
+    engine, snap = once_engine(), ClusterSnapshot.from_objects([])
+    assert admit(engine, snap, deployment(4)).allowed
+    rs = deployment(4)
+    rs["kind"], rs["metadata"]["name"] = "ReplicaSet", "rerank-7c9f8"
+    rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "rerank", "uid": "u", "controller": True}]
+    d = admit(engine, snap, rs)
+    assert d.allowed, d.reasons
+    assert sum(m for m, _, _ in snap.reservations.totals().values()) == 4000  # still only the Deployment's hold
+
+
+def test_a_jobset_pod_finds_its_hold_by_the_controller_label():
+    ps, _ = compile_policies([("j.policy", 'quota a { for namespace == "team-a"  gpus 16 }\n')])
+    engine, snap = Engine(ps), ClusterSnapshot.from_objects([])
+    js = copy.deepcopy(OBJECTS["JobSet"])
+    js["spec"]["suspend"] = False
+    js["spec"]["replicatedJobs"][1]["replicas"] = 1  # 2 workers x 8 = 16: the whole quota
+    assert admit(engine, snap, js).allowed
+    tpl = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": copy.deepcopy(tpl["spec"]),
+           "metadata": {"name": "llama-pretrain-workers-0-0", "namespace": "team-a", "labels": {"jobset.sigs.k8s.io/jobset-name": "llama-pretrain"}}}
+    d = admit(engine, snap, pod)
+    assert d.allowed, d.reasons
+
+
+def test_the_hold_expires_when_the_pods_never_come():
+    engine, snap = once_engine(), ClusterSnapshot.from_objects([])
+    assert admit(engine, snap, deployment(4), now=0.0).allowed
+    late = member(0, owner="other-1234", hash_="1234")
+    assert not admit(engine, snap, late, now=10.0).allowed
+    assert admit(engine, snap, late, now=10_000.0).allowed  # the Deployment's hold expired
+
+
+def test_a_suspended_or_dry_run_workload_holds_nothing():
+    engine, snap = once_engine(), ClusterSnapshot.from_objects([])
+    d = deployment(4)
+    req = wrap_manifest(d, user="alice", groups=["dev"], operation="CREATE")["request"]
+    req["dryRun"] = True
+    assert engine.decide(req, snap, 0.0).allowed and snap.reservations.holds == {}
