@@ -179,7 +179,7 @@ class Engine:
         self._by_namespace.get(w.namespace, self._unkeyed)(ctx)
         if ctx.gang is not None:  # a gang domain is held (and the member pinned) only once admitted
             allowed = not any(r.mode == "enforce" for r in ctx.reasons)
-            # A workload object's pods are not yet linked back to it (charge once is not built): it holds no domain.
+            # A workload object's domain is proposed, not held: its pods are not pinned to it (docs/semantics.md).
             settle(ctx, allowed, hold=reserve and not w.dry_run and not w.template_paths)
         decision = combine(ctx)
         if reserve and decision.allowed and ctx.reserve and not ctx.mutate and not w.dry_run:

@@ -95,6 +95,7 @@ OWNER_LABELS = (
     ("training.kubeflow.org/job-name", "PyTorchJob"),
 )
 LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
+KUBEFLOW_OPERATOR, PYTORCH_OPERATOR = "training.kubeflow.org/operator-name", "pytorchjob-controller"
 
 
 def hold_key(namespace: str | None, kind: str, name: str) -> str:
@@ -116,6 +117,8 @@ def owner_keys(w) -> tuple[str, ...]:
     if labels:
         for label, kind in OWNER_LABELS:
             name = labels.get(label)
+            if kind == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
+                continue  # an MPIJob's or TFJob's pod carries the same job-name label
             if type(name) is str and name:
                 out.append(hold_key(ns, kind, name))
     for ref in _controller_refs(w.obj):
