@@ -89,10 +89,11 @@ def _inputs(args):
     snapshot = load_snapshot(args.cluster) if args.cluster else ClusterSnapshot.from_objects(data.cluster_objects())
     doc = read_document(args.request) if args.request else data.request_pod()
     request = build_request(doc, user="system:serviceaccount:ml:trainer", groups=["system:authenticated"], operation="CREATE")
-    jobset = None
-    if not args.request:  # beside the default pod: a whole 1,024-pod JobSet, decided at submission
+    jobset = member = None
+    if not args.request:
+        member = build_request(data.request_member(), user="system:serviceaccount:ml:trainer", groups=["system:authenticated"], operation="CREATE")  # beside the default pod: a whole 1,024-pod JobSet, decided at submission
         jobset = build_request(data.request_jobset(), user="system:serviceaccount:ml:trainer", groups=["system:authenticated"], operation="CREATE")
-    return policy_set, label, cedar_text, snapshot, request, jobset
+    return policy_set, label, cedar_text, snapshot, request, jobset, member
 
 
 def _blocks(policy_set) -> int:
@@ -124,7 +125,7 @@ def run(args) -> int:
     """Time both engines and print the figures and the budget verdicts."""
     from policy.engine import Engine
 
-    policy_set, label, cedar_text, snapshot, request, jobset = _inputs(args)
+    policy_set, label, cedar_text, snapshot, request, jobset, member = _inputs(args)
     if policy_set is None:
         return 1
     engine = Engine(policy_set)
@@ -141,6 +142,16 @@ def run(args) -> int:
     runs = {"allot": args.runs, "allot_mutate": args.runs // 4, "normalize": args.runs // 4, "evaluate": args.runs // 4}
     if jobset is not None:
         fns["jobset"], runs["jobset"] = (lambda: engine.decide(jobset, snapshot, 0.0, reserve=False)), max(10, args.runs // 20)
+    if member is not None:  # the same pod, owned by an admitted Deployment still holding its 2 GPUs: own engine and snapshot
+        from policy.cluster.snapshot import ClusterSnapshot
+        from webhook.bench import eval_data as data
+
+        held = ClusterSnapshot.from_objects(data.cluster_objects())
+        member_engine = Engine(policy_set)
+        member_engine.state_for(held)
+        ids = [s.id for s in member_engine.compiled.quota_specs if s.namespace == "team-3"]
+        held.reservations.reserve("wl:team-3/Deployment/train", tuple((q, 2000, 0, "h100", 2000) for q in ids), float("inf"))
+        fns["member"], runs["member"] = (lambda: member_engine.decide(member, held, 0.0, reserve=False)), args.runs // 4
     cedar_call, cedar_allowed, note = _cedar(cedar_text, engine, snapshot, request)
     if cedar_call is not None:
         fns["cedar"], runs["cedar"] = cedar_call, max(10, args.runs // 4)
@@ -162,6 +173,7 @@ def run(args) -> int:
         "budget_median_us": BUDGET_MEDIAN_US,
         "budget_ratio": BUDGET_RATIO,
         "jobset": None,
+        "member": {**_stats(samples["member"]), "allowed": member_engine.decide(member, held, 0.0, reserve=False).allowed} if member is not None else None,
     }
     if jobset is not None:
         from webhook.bench import eval_data as data
@@ -194,6 +206,9 @@ def _print(o: dict) -> None:
         lines.append(f"ratio       cedarpy / allot median = {o['ratio']}x")
     else:
         lines.append(f"cedarpy     not run: {o['cedar_note']}")
+    mb = o.get("member")
+    if mb:
+        lines.append(f"  member  median {mb['median_us']:8.2f} us   p99 {mb['p99_us']:8.2f} us   (the same pod as a pod of an admitted Deployment: its share from the hold; {'allowed' if mb['allowed'] else 'DENIED'})")
     j = o.get("jobset")
     if j:
         lines.append(f"jobset      median {j['median_us']:8.2f} us   p99 {j['p99_us']:8.2f} us   ({j['runs']} runs; a JobSet of {j['pods']} pods, "

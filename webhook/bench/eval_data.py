@@ -191,6 +191,14 @@ def request_jobset() -> dict:
             "spec": {"replicatedJobs": [{"name": "workers", "replicas": JOBSET_REPLICAS, "template": job}]}}
 
 
+def request_member() -> dict:
+    """The benchmark pod as a pod of an admitted Deployment `train` (its ReplicaSet owns it): it takes its share from the Deployment's hold."""
+    pod = request_pod()
+    pod["metadata"]["labels"]["pod-template-hash"] = "7f9c"
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "train-7f9c", "uid": "rs-1", "controller": True}]
+    return pod
+
+
 def cedar_request(w, request: dict, engine, snapshot) -> dict:
     """The Cedar request for the same AdmissionReview: the subject as context, plus each quota's numbers."""
     ledger = engine.state_for(snapshot).quota

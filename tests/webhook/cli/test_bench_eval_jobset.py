@@ -21,6 +21,8 @@ def test_bench_eval_reports_the_jobset_beside_the_pod(capsys):
     assert js["pods"] == 1024 and js["runs"] >= 10 and js["p99_us"] > 0 and js["budget_p99_us"] == 5000.0
     # 1,024 GPUs fit neither team-3's quota nor any 32-GPU rack of the generated cluster: both say so
     assert not js["allowed"] and {"GangUnplaceable", "QuotaExceeded"} <= set(js["codes"])
+    # the same pod as a pod of an admitted Deployment still holding its share: allowed, timed beside it
+    assert out["member"]["allowed"] is True and out["member"]["runs"] >= 1
 
 
 def test_a_custom_request_has_no_jobset_figure(tmp_path, capsys):
