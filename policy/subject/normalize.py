@@ -266,7 +266,10 @@ def normalize(request: Mapping, snapshot) -> Workload:
         res_name, sub, request.get("uid"), request.get("dryRun") is True, old if type(old) is dict else None,
     )
     if sub == "scale" and res_name in SCALABLE and operation == "UPDATE":  # kubectl scale, an HPA: the live workload resized
-        w = scale_subject(request, snapshot, r, problems)
+        try:
+            w = scale_subject(request, snapshot, r, problems)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+            w = None  # a live object of an unexpected shape: reported as not judged, below
         if w is not None:
             return w
         problems.append(Problem(NOT_IN_STATE, f"{res_name}/scale of {ns or 'default'}/{name}: the {SCALABLE[res_name]} is not in the cluster state, so its pod template (and the GPUs the new replicas add) is not known; not judged"))
