@@ -130,13 +130,14 @@ class Engine:
         return w
 
     def decide(self, request: dict, snapshot, now: float, *, mutate: bool = False, reserve: bool = True,
-               problems: tuple = ()) -> Decision:
+               problems: tuple = (), taken: list | None = None) -> Decision:
         """Decide one AdmissionReview v1 `request` against `snapshot` at time `now`.
 
         On the validating side (`mutate=False`) an admitted, non-dryRun pod CREATE
         reserves its quota charge until the snapshot shows the pod; `reserve=False`
         (offline evaluation, tests) never reserves. `problems` are what the caller saw
-        in the raw bytes (duplicate keys): denied like normalization's own.
+        in the raw bytes (duplicate keys): denied like normalization's own. `taken`, if given,
+        receives `(key, holds, expires_at)` for every pod hold taken, so a caller can commit them elsewhere.
         """
         w = self.enrich(normalize(request, snapshot))
         if not w.user and self._identity is not None and not w.agent:  # inlined _subject: the hot path
@@ -145,7 +146,7 @@ class Engine:
             _SETATTR(w, "problems", (*w.problems, *problems))
         ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))
         ctx.may_reserve = reserve
-        return self._run(ctx, reserve=reserve)
+        return self._run(ctx, reserve=reserve, taken=taken)
 
     def _subject(self, request: dict, snapshot):
         """The enriched subject of a request; a requester without a username is judged by the agents blocks.
@@ -172,7 +173,7 @@ class Engine:
         ctx.may_reserve = reserve
         return self._run(ctx, reserve=reserve)
 
-    def _run(self, ctx: Context, *, reserve: bool) -> Decision:
+    def _run(self, ctx: Context, *, reserve: bool, taken: list | None = None) -> Decision:
         w = ctx.w
         if w.problems and w.operation in ("CREATE", "UPDATE"):
             self._problems(ctx)
@@ -183,7 +184,7 @@ class Engine:
             settle(ctx, allowed, hold=reserve and not w.dry_run and not w.template_paths)
         decision = combine(ctx)
         if reserve and decision.allowed and ctx.reserve and not ctx.mutate and not w.dry_run:
-            commit_reservations(ctx)
+            commit_reservations(ctx, taken)
         return decision
 
     def _problems(self, ctx: Context) -> None:
@@ -192,8 +193,8 @@ class Engine:
             ctx.find(p.code, "subject", "request", p.message, mode, {})
 
 
-def commit_reservations(ctx: Context) -> None:
-    """Hold the admitted pod's quota charges until the snapshot shows it; an admitted workload's until its pods take them."""
+def commit_reservations(ctx: Context, taken: list | None = None) -> None:
+    """Hold the admitted pod's quota charges until the snapshot shows it (appended to `taken`); an admitted workload's until its pods take them."""
     w = ctx.w
     workload = w.template_paths and w.kind in HELD_KINDS and w.name and not controlled_child(w)
     if not workload and (w.operation != "CREATE" or w.kind != "Pod"):
@@ -205,14 +206,17 @@ def commit_reservations(ctx: Context) -> None:
     if workload:  # charge once: its pods take their share from this hold (docs/semantics.md)
         key = hold_key(w.namespace, w.kind, w.name)
         for ledger, charges in by_ledger.values():
-            ledger.hold_workload(key, tuple(charges), ctx.now + WORKLOAD_TTL)
+            ledger.hold_workload(key, tuple(charges), ctx.now + WORKLOAD_TTL)  # per replica: not in the cluster ledger yet
         return
     key = f"{w.namespace or 'default'}/{w.name}" if w.name else f"uid:{w.uid}"
+    expires_at = ctx.now + RESERVATION_TTL
     for ledger, charges in by_ledger.values():
         owner = ledger.owner_hold(w) if ledger.holds.workloads else None
         if owner is not None:
             ledger.take(owner, tuple(charges))
-        ledger.reserve(key, tuple(charges), ctx.now + RESERVATION_TTL)
+        holds = ledger.reserve(key, tuple(charges), expires_at)
+        if taken is not None and holds:
+            taken.append((key, holds, expires_at))
 
 
 def warning_text(r: Reason) -> str:

@@ -136,12 +136,14 @@ class QuotaLedger:
             if qi is not None:
                 self._apply(((qi, milli, memory, model, model_milli),), sign)
 
-    def reserve(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> None:
-        """Hold `charges` for an admitted pod until the snapshot shows it or `expires_at` passes."""
+    def reserve(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> tuple:
+        """Hold `charges` for an admitted pod until the snapshot shows it or `expires_at` passes; the holds taken."""
         if not charges or key in self.pods:
-            return
+            return ()
         specs = self.specs
-        self.holds.reserve(key, tuple((specs[qi].id, *rest) for qi, *rest in charges), expires_at)
+        holds = tuple((specs[qi].id, *rest) for qi, *rest in charges)
+        self.holds.reserve(key, holds, expires_at)
+        return holds
 
     def hold_workload(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> None:
         """Hold an admitted workload's `charges` until its pods take them (`take`) or `expires_at` passes; adds to an earlier hold of it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from webhook.errors import UsageError
@@ -28,6 +29,9 @@ def add_arguments(parser) -> None:
     beh = parser.add_argument_group("behaviour")
     beh.add_argument("--on-error", choices=("allow", "deny"), default="deny",
                      help="answer when a decision fails or would miss the API server's timeout (default deny)")
+    beh.add_argument("--ledger", metavar="NAMESPACE",
+                     help="share quota holds between replicas through ConfigMaps in NAMESPACE "
+                          "(compare-and-swap before every reserving 'allowed'; needs --kubeconfig or in-cluster)")
     beh.add_argument("--mode", choices=("audit", "warn"), help="override every block's mode, for safe rollouts")
     beh.add_argument("--decision-log", metavar="FILE", default="-", help="JSON lines, one per decision ('-' stdout, 'off' none)")
     beh.add_argument("--log-requests", action="store_true", help="include each AdmissionReview request in its log line (replayable)")
@@ -43,6 +47,8 @@ def options_from(args, decision_log):
     in_cluster = args.in_cluster or (not args.cluster and not args.kubeconfig and env_in_cluster())
     if not (args.cluster or args.kubeconfig or in_cluster):
         raise UsageError("give --cluster FILE or --kubeconfig FILE (or run in a Pod for in-cluster config)")
+    if args.ledger is not None and (args.cluster or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.ledger)):
+        raise UsageError(f"--ledger {args.ledger}: give a namespace name, with --kubeconfig or in-cluster (not --cluster)")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
     if args.max_body is not None and args.max_body < 1:
@@ -55,7 +61,7 @@ def options_from(args, decision_log):
         host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key,
         self_signed=args.self_signed, certs_dir=args.certs_dir, on_error=args.on_error, mode=args.mode,
         reload_interval=args.reload_interval, tls_interval=args.reload_interval, decision_log=decision_log,
-        log_requests=args.log_requests, max_body=args.max_body or DEFAULT_MAX_BODY,
+        log_requests=args.log_requests, max_body=args.max_body or DEFAULT_MAX_BODY, ledger=args.ledger,
     )
 
 

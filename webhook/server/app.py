@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from webhook.server import review as rv
+from webhook.server.ledger import decide_committed
 
 log = logging.getLogger("allot.server")
 STATE = web.AppKey("allot_state", object)
@@ -116,6 +117,11 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
             else:
                 decision, doc, cause = await _decide(
                     review, mutate=mutate, state=state, now=now, budget=budget, executor=executor
+                )
+            if review.taken and state.ledger is not None:  # holds to commit before "allowed" leaves
+                decision, doc, cause, review.attempts = await decide_committed(
+                    review, decision, doc, cause, mutate=mutate, state=state, now=now, budget_end=start + allowance,
+                    redo=lambda: _timed_answer(review, mutate, state, now),
                 )
             seconds = time.perf_counter() - start
             # Metrics and the log line are not part of the answer: they run on the loop's next

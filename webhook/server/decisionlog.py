@@ -75,6 +75,8 @@ class DecisionLog:
         failure: str | None = None,
         request: dict | None = None,
         placement=None,
+        digest: str | None = None,
+        ledger_attempts: int = 0,
     ) -> None:
         """Write one line; never raises (a full disk must not fail admission)."""
         if self._write is None:
@@ -92,7 +94,10 @@ class DecisionLog:
             "blocks": blocks,
             "codes": codes,
             "duration_ms": round(duration_s * 1000, 3),
+            "digest": digest,  # the policy bundle this replica decided with
         }
+        if ledger_attempts:  # holds written to the cluster ledger (more than 1: conflicts, decided again)
+            line["ledger_attempts"] = ledger_attempts
         if placement is not None:  # where a gang was placed (and reserved, unless dry run)
             line["placement"] = {"topology": placement.topology, "level": placement.level, "value": placement.value,
                                  "reservation": placement.reservation}

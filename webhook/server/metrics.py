@@ -49,6 +49,16 @@ class Metrics:
         self.watch_restarts = Counter(
             "allot_watch_restarts", "Watch reconnects by kind and reason (expired, error, closed).", ["kind", "reason"], registry=r
         )
+        self.policy_digest = Gauge(
+            "allot_policy_digest_info", "1 for the policy bundle digest this replica serves.", ["digest"], registry=r
+        )
+        self.ledger_writes = Counter(
+            "allot_ledger_writes", "Cluster ledger shard writes by result (ok, conflict, error, full).", ["result"], registry=r
+        )
+        self.ledger_write_seconds = Histogram(
+            "allot_ledger_write_seconds", "Time of one successful ledger shard write (a group of holds).",
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0), registry=r,
+        )
         self.cluster_synced = Gauge("allot_cluster_synced", "1 once every watched kind finished its first list.", registry=r)
         self.priority_drift = Gauge(
             "allot_priority_class_drift",

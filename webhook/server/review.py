@@ -47,6 +47,9 @@ class Review:
     raw: dict
     parsed: Any
     problems: tuple = ()  # what the bytes showed and the decoded request cannot (duplicate keys)
+    taken: list | None = None  # holds the last decision took, to commit to the cluster ledger before answering
+    view: int = 0  # the cluster ledger's generation that decision saw
+    attempts: int = 0  # writes of its holds to the cluster ledger
 
 
 def decode(body: bytes, state) -> Review:
@@ -99,6 +102,10 @@ def decide(review: Review, *, mutate: bool, state, now: float) -> Decision:
         raise NoEngine("no policy set is loaded")
     if isinstance(review.parsed, _Unparsed):
         raise review.parsed.error
+    ledger = state.ledger
+    if ledger is not None and not mutate and not review.dry_run:
+        review.taken, review.view = [], ledger.generation
+        return engine.decide(review.parsed, state.snapshot, now, mutate=mutate, problems=review.problems, taken=review.taken)
     if review.problems:
         return engine.decide(review.parsed, state.snapshot, now, mutate=mutate, problems=review.problems)
     return engine.decide(review.parsed, state.snapshot, now, mutate=mutate)
@@ -177,6 +184,8 @@ def account(review: Review, decision: Decision, *, endpoint: str, state, now: fl
         codes=[r.code for r in decision.reasons],
         duration_s=seconds,
         failure=cause,
+        digest=state.policy.digest,
+        ledger_attempts=review.attempts,
         request=review.raw,
         placement=decision.placement,
     )

@@ -54,6 +54,7 @@ class ServeOptions:
     log_requests: bool = False
     buffered_log: bool = True  # flushed every 0.25 s: one write per batch instead of one per request
     max_body: int = DEFAULT_MAX_BODY
+    ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
     extra_sans: tuple[str, ...] = field(default=())
 
 
@@ -127,6 +128,8 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
     sources_of_state = [bool(o.cluster), bool(o.kubeconfig), o.in_cluster]
     if sum(sources_of_state) != 1:
         raise StartError("give exactly one of --cluster FILE, --kubeconfig FILE or --in-cluster")
+    if o.ledger and o.cluster:
+        raise StartError("--ledger shares holds through the Kubernetes API: it needs --kubeconfig or --in-cluster")
     if o.self_signed == bool(o.tls_cert or o.tls_key):
         raise StartError("give --tls-cert and --tls-key, or --self-signed")
     if not o.self_signed and not (o.tls_cert and o.tls_key):
@@ -150,6 +153,11 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
             raise StartError(f"cannot configure the Kubernetes client: {exc}") from None
         state.swap_snapshot(ClusterSnapshot(), source=o.kubeconfig or "in-cluster", synced=False)
         tasks.append(ClusterWatcher(state, api).run)
+        if o.ledger:
+            from webhook.server.ledger import ClusterLedger
+
+            state.ledger = ClusterLedger(api, o.ledger, state=state)
+            tasks.append(state.ledger.run)
     ca_path = None
     if o.self_signed:
         cert, key, ca_path = self_signed(o.certs_dir, o.host, o.extra_sans)

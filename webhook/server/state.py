@@ -119,6 +119,7 @@ class State:
         self.tls: dict = {}
         self.engine = None
         self.snapshot = snapshot
+        self.ledger: Any = None  # webhook/server/ledger.py ClusterLedger when holds are shared through the API
         if engine is not None:
             self.swap_engine(engine, PolicyStatus(generation=1, source="(given)"))
 
@@ -130,6 +131,8 @@ class State:
         self.engine = engine
         self.policy = status
         self.metrics.policy_generation.set(status.generation)
+        self.metrics.policy_digest.clear()
+        self.metrics.policy_digest.labels(status.digest).set(1)
 
     def reject_policy(self, message: str, now: float) -> None:
         """Record a policy set that failed to load; the running engine stays."""
@@ -152,6 +155,8 @@ class State:
             problems.append("no policy set loaded" + (f": {self.policy.last_error}" if self.policy.last_error else ""))
         if self.snapshot is None or not self.cluster.synced:
             problems.append("cluster state not synced yet")
+        if self.ledger is not None and not self.ledger.synced:
+            problems.append("reservation ledger not read yet" + (f": {self.ledger.error}" if self.ledger.error else ""))
         detail = {
             "ready": not problems,
             "priority_classes": {"drift": [d.to_json() for d in self.priority_drift()]},
@@ -161,6 +166,11 @@ class State:
             "tls": dict(self.tls),
             "on_error": self.on_error,
             "mode": self.mode,
+            "digest": self.policy.digest,
+            "ledger": None if self.ledger is None else {
+                "namespace": self.ledger.namespace, "replica": self.ledger.replica, "synced": self.ledger.synced,
+                "shards": len(self.ledger.shards), "error": self.ledger.error,
+            },
         }
         return not problems, detail
 

@@ -1,0 +1,215 @@
+"""The cluster reservation ledger: two replicas over real HTTPS, one API double speaking the Kubernetes protocol.
+
+The replicas write their holds through the real `kubernetes` client to ConfigMaps in
+the double (webhook/bench/apidouble.py), which answers 409 on a stale resourceVersion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+
+from policy.cluster.snapshot import ClusterSnapshot
+from tests.webhook.wh_harness import make_pki, pod, review, running
+from webhook.bench.apidouble import ApiDouble, api_client
+from webhook.server import review as rv
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.ledger import ClusterLedger, shard_name
+from webhook.server.reload import PolicyReloader, PolicySource
+from webhook.server.state import State, warm_engine
+
+NS = "allot-system"
+POLICY = """\
+quota team-a {
+  for namespace matches "team-a*"
+  gpus 32
+}
+"""
+CLUSTER = """\
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Namespace, metadata: {name: team-a}}
+"""
+SHARD = shard_name("quota team-a")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("policy")
+    (d / "q.policy").write_text(POLICY)
+    return d
+
+
+def replica(policy_dir, url: str, lines: list | None = None) -> State:
+    """A server state as `allot serve --ledger` builds it, over a file snapshot (no pods) and the double."""
+    state = State(on_error="deny", log=DecisionLog(_Lines(lines) if lines is not None else None, buffered=False))
+    assert PolicyReloader(state, PolicySource(str(policy_dir))).load_now()
+    state.swap_snapshot(ClusterSnapshot.from_text(CLUSTER), source="file", synced=True)
+    state.ledger = ClusterLedger(api_client(url), NS, state=state)
+    warm_engine(state.engine, state.snapshot)
+    return state
+
+
+class _Lines:
+    def __init__(self, out: list) -> None:
+        self.out = out
+
+    def write(self, data: bytes) -> None:
+        self.out.extend(orjson.loads(x) for x in data.splitlines() if x)
+
+    def flush(self) -> None:
+        pass
+
+
+async def until_ready(state, timeout=10.0) -> None:
+    end = time.monotonic() + timeout
+    while not state.ready()[0]:
+        assert time.monotonic() < end, state.ready()[1]["problems"]
+        await asyncio.sleep(0.02)
+
+
+async def post(session, url, body):
+    async with session.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
+        return resp.status, orjson.loads(await resp.read())
+
+
+def held_gpus(double: ApiDouble) -> dict[str, int]:
+    """Pod key -> milli-GPU held in the quota's shard, as stored in the API."""
+    cm = next((o for o in double.items("configmaps", NS) if o["metadata"]["name"] == SHARD), None)
+    if cm is None:
+        return {}
+    entries = orjson.loads(cm["data"]["holds"])
+    return {k: sum(h[1] for h in e[1]) for k, e in entries.items()}
+
+
+async def burst(sessions, urls, names, *, gpus=1) -> list[bool]:
+    """One 1-GPU pod CREATE per name, all at once, alternating between the replicas."""
+
+    async def one(i, name):
+        status, doc = await post(sessions[i % 2], f"{urls[i % 2]}/validate?timeout=10s", review(pod(name, gpus=gpus)))
+        assert status == 200
+        return doc["response"]["allowed"]
+
+    return await asyncio.gather(*(one(i, n) for i, n in enumerate(names)))
+
+
+def test_two_replicas_admit_exactly_the_quota(pki, policy_dir):
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            lines: list = []
+            a, b = replica(policy_dir, url, lines), replica(policy_dir, url, lines)
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(a)
+                await until_ready(b)
+                results = await burst((sa, sb), (ua, ub), [f"p{i}" for i in range(300)])
+                assert sum(results) == 32
+                held = held_gpus(double)
+                assert len(held) == 32 and sum(held.values()) == 32_000  # every "allowed" is a hold in the API
+                assert double.conflicts > 0  # the two replicas did contend: the CAS decided, not luck
+                _, ready = a.ready()
+                assert ready["digest"] and ready["ledger"]["synced"]
+            allowed = [line for line in lines if line.get("result") == "allowed"]
+            assert len(allowed) == 32 and all(line["ledger_attempts"] >= 1 and line["digest"] for line in allowed)
+        finally:
+            await double.stop()
+
+    for _ in range(3):  # every run, not most runs
+        asyncio.run(scenario())
+
+
+def test_conflict_storm_never_over_admits_nor_leaks(pki, policy_dir):
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        stop = asyncio.Event()
+
+        async def storm():  # another writer touching the shard every few ms: every write races it
+            while not stop.is_set():
+                for cm in double.items("configmaps", NS):
+                    double.put("configmaps", cm)
+                await asyncio.sleep(0.003)
+
+        try:
+            a, b = replica(policy_dir, url), replica(policy_dir, url)
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(a)
+                await until_ready(b)
+                await burst((sa, sb), (ua, ub), ["warm"])  # the shard exists: the storm has something to touch
+                task = asyncio.create_task(storm())
+                first = await burst((sa, sb), (ua, ub), [f"s{i}" for i in range(200)])
+                stop.set()
+                await task
+                assert double.conflicts > 0
+                assert 1 + sum(first) <= 32
+                assert sum(held_gpus(double).values()) == (1 + sum(first)) * 1000  # denied requests left no hold
+                second = await burst((sa, sb), (ua, ub), [f"t{i}" for i in range(100)])
+                assert 1 + sum(first) + sum(second) == 32  # once calm, the rest of the quota, and no more
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_dead_after_commit_leaves_holds_that_expire(pki, policy_dir):
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            dead = replica(policy_dir, url)
+            await dead.ledger.start()
+            now = time.time()
+            for i in range(8):  # decided and committed, never answered: the process died here
+                r = rv.decode(orjson.dumps(review(pod(f"ghost{i}", gpus=1))), dead)
+                decision = rv.decide(r, mutate=False, state=dead, now=now)
+                assert decision.allowed and r.taken
+                taken = [(k, h, now + 1.5) for k, h, _ in r.taken]  # a short expiry for the test
+                assert await dead.ledger.commit(taken, 5.0, r.view)
+            assert len(held_gpus(double)) == 8
+            b = replica(policy_dir, url)
+            async with running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(b)
+                results = await burst((sb, sb), (ub, ub), [f"q{i}" for i in range(40)])
+                assert sum(results) == 24  # the dead replica's holds count until they expire
+                await asyncio.sleep(max(0.0, now + 1.6 - time.time()))
+                results = await burst((sb, sb), (ub, ub), [f"r{i}" for i in range(40)])
+                assert sum(results) == 8  # expired: the quota is whole again, and exact
+                held = held_gpus(double)
+                assert not any(k.startswith("team-a/ghost") for k in held) and len(held) == 32
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_unwritable_ledger_gives_the_on_error_decision_and_readyz_waits(pki, policy_dir):
+    async def scenario():
+        state = replica(policy_dir, "http://127.0.0.1:9")  # nothing listens: never read
+        assert not state.ready()[0] and "reservation ledger not read yet" in state.ready()[1]["problems"][0]
+        state.ledger.synced = True  # as if it had been read once, and the API then went away
+        async with running(state, pki) as (url, session, _):
+            status, doc = await post(session, f"{url}/validate?timeout=2s", review(pod("x", gpus=1)))
+            assert status == 200 and doc["response"]["allowed"] is False
+            assert "ledger" in doc["response"]["status"]["message"]
+            status, doc = await post(session, f"{url}/validate?timeout=2s", review(pod("cpu")))
+            assert doc["response"]["allowed"] is True  # a stateless decision writes nothing, so needs no ledger
+        assert state.metrics.value("allot_failure_decisions_total", {"cause": "ledger_unavailable", "outcome": "deny"}) == 1
+        assert not state.snapshot.reservations.holds  # the failed commit left no local hold
+
+    asyncio.run(scenario())
+
+
+def test_policy_digest_metric(policy_dir):
+    state = State(on_error="deny", log=DecisionLog(None))
+    assert PolicyReloader(state, PolicySource(str(policy_dir))).load_now()
+    assert state.metrics.value("allot_policy_digest_info", {"digest": state.policy.digest}) == 1

@@ -1,0 +1,202 @@
+"""An in-process Kubernetes API double on loopback: the REST protocol the `kubernetes` client speaks, for tests and benches.
+
+Collections by path (`/api/v1/[namespaces/NS/]PLURAL[/NAME]`, `/apis/G/V/...`), one
+resourceVersion counter across all of them like etcd's, and the verbs a webhook
+replica uses: list (with `labelSelector`), watch (`?watch=true` from a
+resourceVersion, 410 when it is older than the kept history), get, create (409
+AlreadyExists), update (409 Conflict when `metadata.resourceVersion` is not the
+stored one) and delete. Plurals outside `plurals` answer 404, as an API server does
+for a CRD that is not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import uuid
+
+import orjson
+from aiohttp import web
+
+CORE_PLURALS = ("nodes", "pods", "namespaces", "configmaps", "priorityclasses")
+HISTORY = 10000  # watch events kept for resuming
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    return web.Response(body=orjson.dumps(body), status=code, content_type="application/json")
+
+
+def _matches(obj: dict, selector: str | None) -> bool:
+    if not selector:
+        return True
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in selector.split(","):
+        k, _, v = term.partition("=")
+        if labels.get(k.strip()) != v.strip().lstrip("="):
+            return False
+    return True
+
+
+class ApiDouble:
+    """The store and the aiohttp app; `start()` listens on 127.0.0.1 and sets `url`."""
+
+    def __init__(self, plurals: tuple[str, ...] = CORE_PLURALS) -> None:
+        self.plurals = set(plurals)
+        self.rv = 0
+        self.objects: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> object
+        self.events: list[tuple[int, str, str, dict]] = []  # (rv, plural, type, object)
+        self.changed = asyncio.Event()
+        self.conflicts = 0  # 409s answered, for tests and benches
+        self.writes = 0
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    # -- the store --
+
+    def _bump(self, plural: str, kind: str, obj: dict) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.events.append((self.rv, plural, kind, copy.deepcopy(obj)))
+        if len(self.events) > HISTORY:
+            del self.events[: len(self.events) - HISTORY]
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def put(self, plural: str, obj: dict) -> dict:
+        """Create or replace an object directly (test setup), as a write by another client would."""
+        meta = obj.setdefault("metadata", {})
+        key = (plural, meta.get("namespace") or "", meta["name"])
+        kind = "MODIFIED" if key in self.objects else "ADDED"
+        meta.setdefault("uid", str(uuid.uuid4()))
+        self.objects[key] = obj
+        self._bump(plural, kind, obj)
+        return obj
+
+    def remove(self, plural: str, namespace: str, name: str) -> None:
+        """Delete an object directly (test setup)."""
+        obj = self.objects.pop((plural, namespace, name), None)
+        if obj is not None:
+            self._bump(plural, "DELETED", obj)
+
+    def items(self, plural: str, namespace: str | None = None) -> list[dict]:
+        """Stored objects of `plural` (in `namespace` if given)."""
+        return [o for (p, ns, _), o in self.objects.items() if p == plural and (namespace is None or ns == namespace)]
+
+    # -- HTTP --
+
+    def _route(self, request: web.Request) -> tuple[str, str | None, str | None] | None:
+        parts = [p for p in request.path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            rest = parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            rest = parts[3:]
+        else:
+            return None
+        ns = None
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+            ns, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 2 or rest[0] not in self.plurals:
+            return None
+        return rest[0], ns, rest[1] if len(rest) == 2 else None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Dispatch one API request."""
+        route = self._route(request)
+        if route is None:
+            return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+        plural, ns, name = route
+        if request.method == "GET" and name is None:
+            if request.query.get("watch") in ("true", "1"):
+                return await self._watch(request, plural, ns)
+            items = [o for o in self.items(plural, ns) if _matches(o, request.query.get("labelSelector"))]
+            return web.json_response({"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
+                                      "items": items}, dumps=lambda d: orjson.dumps(d).decode())
+        key = (plural, ns or "", name)
+        if request.method == "GET":
+            obj = self.objects.get(key)
+            return self._json(obj) if obj is not None else _status(404, "NotFound", f'{plural} "{name}" not found')
+        if request.method == "DELETE":
+            if key not in self.objects:
+                return _status(404, "NotFound", f'{plural} "{name}" not found')
+            obj = self.objects[key]
+            self.remove(plural, ns or "", name)
+            return self._json(obj)
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _status(400, "BadRequest", "body is not JSON")
+        meta = body.setdefault("metadata", {})
+        if ns:
+            meta["namespace"] = ns
+        if request.method == "POST" and name is None:
+            key = (plural, ns or "", meta.get("name", ""))
+            if key in self.objects:
+                self.conflicts += 1
+                return _status(409, "AlreadyExists", f'{plural} "{key[2]}" already exists')
+            meta.pop("resourceVersion", None)
+            self.writes += 1
+            return self._json(self.put(plural, body), 201)
+        if request.method == "PUT" and name is not None:
+            current = self.objects.get(key)
+            if current is None:
+                return _status(404, "NotFound", f'{plural} "{name}" not found')
+            if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                self.conflicts += 1
+                return _status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": '
+                                                "the object has been modified; please apply your changes to the latest version and try again")
+            meta["uid"] = current["metadata"].get("uid")
+            self.writes += 1
+            return self._json(self.put(plural, body))
+        return _status(405, "MethodNotAllowed", f"{request.method} is not supported here")
+
+    @staticmethod
+    def _json(obj: dict, status: int = 200) -> web.Response:
+        return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+    async def _watch(self, request: web.Request, plural: str, ns: str | None) -> web.StreamResponse:
+        since = int(request.query.get("resourceVersion") or self.rv)
+        timeout = float(request.query.get("timeoutSeconds") or 300)
+        if self.events and since < self.events[0][0] - 1:
+            return _status(410, "Expired", f"too old resource version: {since}")
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while loop.time() < end:
+            for rv, p, kind, obj in [e for e in self.events if e[0] > since]:
+                since = rv
+                if p == plural and (ns is None or (obj["metadata"].get("namespace") or "") == ns):
+                    await resp.write(orjson.dumps({"type": kind, "object": obj}) + b"\n")
+            try:
+                await asyncio.wait_for(self.changed.wait(), max(0.01, end - loop.time()))
+            except asyncio.TimeoutError:
+                break
+        return resp
+
+    async def start(self) -> str:
+        """Listen on a free loopback port; returns the base URL."""
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        return self.url
+
+    async def stop(self) -> None:
+        """Close the listener and open watches."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def api_client(url: str, *, pool: int = 16):
+    """A `kubernetes` ApiClient for `url` (the double's plain-HTTP loopback address)."""
+    from kubernetes import client
+
+    cfg = client.Configuration()
+    cfg.host = url
+    cfg.connection_pool_maxsize = pool
+    return client.ApiClient(cfg)
