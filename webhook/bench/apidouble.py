@@ -103,6 +103,8 @@ class ApiDouble:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Dispatch one API request."""
+        if request.path == "/_double/counters":  # not the Kubernetes API: what benches read back
+            return web.json_response({"writes": self.writes, "conflicts": self.conflicts, "rv": self.rv})
         route = self._route(request)
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
@@ -200,3 +202,21 @@ def api_client(url: str, *, pool: int = 16):
     cfg.host = url
     cfg.connection_pool_maxsize = pool
     return client.ApiClient(cfg)
+
+
+async def _serve_forever() -> None:
+    import sys
+
+    double = ApiDouble()
+    app_url = await double.start()
+    print(f"api double listening on: {app_url.rsplit(':', 1)[1]}", file=sys.stderr, flush=True)
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    """`python -m webhook.bench.apidouble`: serve the double until killed (benches start it as a process)."""
+    asyncio.run(_serve_forever())
+
+
+if __name__ == "__main__":
+    main()

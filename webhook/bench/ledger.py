@@ -1,0 +1,221 @@
+"""`allot bench ledger`: two `allot serve --ledger` replicas against one quota, through the API double.
+
+    allot bench ledger [--quota N] [--concurrency C] [--json]
+
+Three processes start: the Kubernetes API double (webhook/bench/apidouble.py, plain
+HTTP on loopback) and two `allot serve --kubeconfig ... --ledger allot-system`
+replicas watching it. This process sends 1-GPU pod CREATEs to both at once over TLS.
+Phase 1 (stateless): the same pods with `dryRun: true` decide the quota but hold
+nothing, so they write nothing (the double's write counter must not move); their p99
+is the baseline. Phase 2 (stateful): 1.25x the quota in real creates; exactly
+`--quota` must be admitted. Figures: admitted GPU pods/s across both replicas, p99
+of stateful decisions minus the stateless p99 (the ledger's cost), over-admissions.
+Budget: >= 1,000 admitted/s, <= 20 ms added p99, 0 over-admitted, 0 writes when stateless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+
+BUDGET_RATE = 1000.0
+BUDGET_P99_MS = 20.0
+NS = "allot-system"
+
+
+def add_arguments(parser) -> None:
+    """Options of the ledger benchmark."""
+    parser.add_argument("--quota", type=int, default=2000, help="GPUs in the one quota; 1.25x as many pods are sent (default 2000)")
+    parser.add_argument("--concurrency", type=int, default=16, help="connections per replica (default 16)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (times in milliseconds)")
+
+
+def _wait_line(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: float = 60.0) -> int:
+    end = time.monotonic() + limit
+    text = ""
+    while time.monotonic() < end:
+        text = path.read_text() if path.exists() else ""
+        for line in text.splitlines():
+            if marker in line:
+                return int(line.rsplit(":", 1)[1].strip().split()[0])
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited ({proc.returncode}): {text.strip()[-500:]}")
+        time.sleep(0.05)
+    raise RuntimeError(f"process did not start: {text.strip()[-500:]}")
+
+
+def _kubeconfig(path: pathlib.Path, port: int) -> None:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: double\n"
+        f"clusters: [{{name: double, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: bench, user: {token: bench}}]\n"
+        "contexts: [{name: double, context: {cluster: double, user: bench, namespace: default}}]\n"
+    )
+
+
+def _counters(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_double/counters", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _ready(port: int, ctx, limit: float = 60.0) -> None:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"replica on port {port} did not become ready")
+
+
+def _body(name: str, dry_run: bool) -> bytes:
+    import orjson
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"},
+           "spec": {"containers": [{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    req = {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+           "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": name, "namespace": "team-a",
+           "operation": "CREATE", "userInfo": {"username": "bench"}, "object": pod, "oldObject": None, "dryRun": dry_run}
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+
+
+async def _load(ports: list[int], ctx, bodies: list[bytes], concurrency: int) -> dict:
+    """Send `bodies` split across the replicas over keep-alive connections; allowed count, latencies, wall."""
+    from webhook.bench.loadgen import _read_response, encode_post
+
+    queue = list(reversed([encode_post("/validate?timeout=10s", b) for b in bodies]))
+    latencies: list[float] = []
+    allowed = 0
+
+    async def worker(port: int) -> None:
+        nonlocal allowed
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+        try:
+            while queue:
+                data = queue.pop()
+                t = time.perf_counter()
+                writer.write(data)
+                status, body = await _read_response(reader)
+                latencies.append(time.perf_counter() - t)
+                if status != 200:
+                    raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
+                allowed += b'"allowed":true' in body
+        finally:
+            writer.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(p) for p in ports for _ in range(concurrency)))
+    wall = time.perf_counter() - t0
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
+
+    return {"requests": len(bodies), "allowed": allowed, "seconds": wall, "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+
+
+def run(args) -> int:
+    """Start the double and two replicas, run the stateless then the stateful phase, print figures."""
+    from webhook.errors import UsageError
+    from webhook.server.serving import self_signed
+    from webhook.server.tls import client_context
+
+    if args.quota < 10 or args.quota > 3500 or args.concurrency < 1:
+        raise UsageError("--quota must be 10..3500 (one ledger shard holds 4000) and --concurrency at least 1")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="allot-bench-ledger-"))
+    cert, key, ca = self_signed(str(work / "certs"), "127.0.0.1")
+    ctx = client_context(ca)
+    pdir = work / "policies"
+    pdir.mkdir()
+    (pdir / "q.policy").write_text(f'quota team-a {{\n  for namespace matches "team-a*"\n  gpus {args.quota}\n}}\n')
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs: list[subprocess.Popen] = []
+    try:
+        derr = work / "double.err"
+        with open(derr, "w") as fe:
+            double = subprocess.Popen([sys.executable, "-m", "webhook.bench.apidouble"], stdout=subprocess.DEVNULL,
+                                      stderr=fe, env=env)
+        procs.append(double)
+        dport = _wait_line(derr, double, "api double listening on")
+        _kubeconfig(work / "kubeconfig", dport)
+        req = urllib.request.Request(f"http://127.0.0.1:{dport}/api/v1/namespaces", method="POST",
+                                     data=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}).encode())
+        urllib.request.urlopen(req, timeout=10).close()
+        ports = []
+        for i in range(2):
+            err = work / f"replica{i}.err"
+            with open(err, "w") as fe:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "webhook", "serve", "--policy", str(pdir), "--kubeconfig", str(work / "kubeconfig"),
+                     "--ledger", NS, "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
+                     "--decision-log", "off"], stdout=subprocess.DEVNULL, stderr=fe, env=env))
+            ports.append(_wait_line(err, procs[-1], "allot serve: listening on"))
+        for p in ports:
+            _ready(p, ctx)
+        from webhook.cli.serve import run_loop
+
+        out: dict = {}
+
+        async def main() -> None:
+            await _load(ports, ctx, [_body(f"w{i}", True) for i in range(400)], args.concurrency)  # warm-up
+            w0 = _counters(dport)["writes"]
+            out["stateless"] = await _load(ports, ctx, [_body(f"d{i}", True) for i in range(args.quota)], args.concurrency)
+            out["stateless"]["writes"] = _counters(dport)["writes"] - w0
+            c0 = _counters(dport)
+            sent = args.quota + args.quota // 4
+            out["stateful"] = await _load(ports, ctx, [_body(f"p{i}", False) for i in range(sent)], args.concurrency)
+            c1 = _counters(dport)
+            out["stateful"]["writes"] = c1["writes"] - c0["writes"]
+            out["stateful"]["conflicts"] = c1["conflicts"] - c0["conflicts"]
+
+        run_loop(main)
+    except RuntimeError as exc:
+        print(f"allot bench ledger: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    st, sf = out["stateless"], out["stateful"]
+    admitted = sf["allowed"]
+    figures = {
+        "quota": args.quota, "sent": sf["requests"], "admitted": admitted,
+        "over_admitted": max(0, admitted - args.quota), "under_admitted": max(0, args.quota - admitted),
+        "admitted_per_s": admitted / sf["seconds"] if sf["seconds"] else 0.0,
+        "stateful_p50_ms": sf["p50_ms"], "stateful_p99_ms": sf["p99_ms"],
+        "stateless_p50_ms": st["p50_ms"], "stateless_p99_ms": st["p99_ms"],
+        "added_p99_ms": sf["p99_ms"] - st["p99_ms"],
+        "ledger_writes": sf["writes"], "conflicts": sf["conflicts"], "stateless_writes": st["writes"],
+    }
+    ok = (figures["over_admitted"] == 0 and figures["admitted_per_s"] >= BUDGET_RATE
+          and figures["added_p99_ms"] <= BUDGET_P99_MS and figures["stateless_writes"] == 0)
+    figures["within_budget"] = ok
+    if args.json:
+        print(json.dumps(figures))
+        return 0 if ok else 1
+    print(f"allot bench ledger: 2 replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
+          f"{args.concurrency} connections per replica (API double)")
+    print(f"  admitted           {admitted} of {args.quota}  (over-admitted {figures['over_admitted']}, "
+          f"under {figures['under_admitted']})")
+    print(f"  admitted pods/s    {figures['admitted_per_s']:.0f}   (budget >= {BUDGET_RATE:.0f})")
+    print(f"  stateful  p50/p99  {sf['p50_ms']:.2f} / {sf['p99_ms']:.2f} ms   "
+          f"({sf['writes']} ledger writes: {admitted / max(1, sf['writes']):.1f} holds per write, {sf['conflicts']} conflicts)")
+    print(f"  stateless p50/p99  {st['p50_ms']:.2f} / {st['p99_ms']:.2f} ms   ({st['writes']} ledger writes)")
+    print(f"  added p99          {figures['added_p99_ms']:.2f} ms   (budget <= {BUDGET_P99_MS:.0f})")
+    print("  within budget" if ok else "  OVER BUDGET")
+    return 0 if ok else 1
