@@ -167,7 +167,8 @@ class ApiDouble:
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while loop.time() < end:
-            for rv, p, kind, obj in [e for e in self.events if e[0] > since]:
+            first = self.events[0][0] if self.events else self.rv + 1
+            for rv, p, kind, obj in self.events[max(0, since + 1 - first):]:  # one event per rv: index, not scan
                 since = rv
                 if p == plural and (ns is None or (obj["metadata"].get("namespace") or "") == ns):
                     await resp.write(orjson.dumps({"type": kind, "object": obj}) + b"\n")

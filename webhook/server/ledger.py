@@ -34,6 +34,7 @@ SETTLE = 15.0  # seconds a hold outlives the pod's appearance: every replica's w
 MAX_HOLDS = 4000  # per shard: ~200 bytes each keeps a ConfigMap far below its 1 MiB limit
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
 PRUNE_INTERVAL = 5.0
+LINGER = 0.001  # seconds a write waits for more holds to group (a burst's requests are on the loop already)
 
 
 class LedgerUnavailable(Exception):
@@ -64,15 +65,22 @@ class Shard:
     pending: list = field(default_factory=list)  # (key, holds, expires_at, future)
     flushing: bool = False
     read_at: int = 0  # the ledger generation of the last read from the API
+    pruned_at: float = 0.0  # when expired and settled holds were last looked for
 
 
 class ClusterLedger:
     """Reads and writes the shards through a `kubernetes` ApiClient; mirrors other replicas' holds into `holds`."""
 
     def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None) -> None:
+        import copy
+
         from kubernetes import client
 
-        self.core = client.CoreV1Api(api_client)
+        # Its own connection pool: the watcher's long-poll watches hold the shared client's
+        # connections, and a ledger write must never wait for (or open) a connection.
+        cfg = copy.copy(api_client.configuration)
+        cfg.connection_pool_maxsize = 4
+        self.core = client.CoreV1Api(client.ApiClient(cfg))
         self.namespace = namespace
         self.state = state
         self.replica = replica or uuid.uuid4().hex[:12]
@@ -195,10 +203,16 @@ class ClusterLedger:
             await asyncio.sleep(PRUNE_INTERVAL)
             now = time.time()
             for shard in list(self.shards.values()):
-                if not shard.flushing and any(self._droppable(k, e, now) for k, e in shard.entries.items()):
+                if not shard.flushing and any(self._droppable(k, e, now) or self._newly_seen(k, e)
+                                              for k, e in shard.entries.items()):
+                    shard.pruned_at = 0.0
                     fut = asyncio.get_running_loop().create_future()
                     shard.pending.append((None, (), 0.0, fut, self.generation))
                     self._kick(shard)
+
+    def _newly_seen(self, key: str, entry: list) -> bool:
+        ns, _, name = key.partition("/")
+        return (len(entry) < 4 or entry[3] is None) and self.state.snapshot.pod(ns, name) is not None
 
     def _droppable(self, key: str, entry: list, now: float) -> bool:
         if entry[0] <= now:
@@ -207,7 +221,14 @@ class ClusterLedger:
         return seen is not None and now - seen >= SETTLE
 
     def _pruned(self, shard: Shard, now: float) -> dict:
-        """The shard's entries without expired holds and holds of pods shown for SETTLE seconds."""
+        """The shard's entries without expired holds and holds of pods shown for SETTLE seconds.
+
+        A full pass (pod look-ups for every hold) runs at most once per PRUNE_INTERVAL per
+        shard; in between a write only drops expired holds (a burst writes often).
+        """
+        if now - shard.pruned_at < PRUNE_INTERVAL:
+            return {k: e for k, e in shard.entries.items() if e[0] > now}
+        shard.pruned_at = now
         snapshot = self.state.snapshot
         out = {}
         for key, entry in shard.entries.items():
@@ -260,6 +281,7 @@ class ClusterLedger:
         metrics = self.state.metrics
         try:
             while shard.pending:
+                await asyncio.sleep(LINGER)  # requests already read decide meanwhile: their holds join this write
                 batch, shard.pending = shard.pending, []
                 stale = [b for b in batch if b[4] < shard.read_at]
                 if stale:  # decided before the shard's last read: they did not see its holds
@@ -295,8 +317,7 @@ class ClusterLedger:
                 metrics.ledger_writes.labels("ok").inc()
                 metrics.ledger_write_seconds.observe(time.perf_counter() - start)
                 shard.rv = (cm.get("metadata") or {}).get("resourceVersion")
-                shard.entries = entries
-                self._mirror(shard)
+                shard.entries = entries  # what was read plus this replica's holds: nothing to mirror
                 _settle(batch, True)
         finally:
             shard.flushing = False
