@@ -90,16 +90,19 @@ def run_allot(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 class Allot:
     """A running `allot serve --kubeconfig` subprocess: its URL, CA, decision log and metrics."""
 
-    def __init__(self, policy_dir: pathlib.Path, kubeconfig: pathlib.Path, work: pathlib.Path) -> None:
+    def __init__(self, policy_dir: pathlib.Path, kubeconfig: pathlib.Path, work: pathlib.Path, *, extra: tuple = (),
+                 certs: pathlib.Path | None = None) -> None:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
-        self.certs = work / "certs"
+        self.certs = certs or work / "certs"  # given: replicas share ca.crt, tls.crt, tls.key already written there
         self.log_path = work / "decisions.jsonl"
         self.stderr_path = work / "serve.stderr"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
+        tls = (["--tls-cert", str(self.certs / "tls.crt"), "--tls-key", str(self.certs / "tls.key")] if certs
+               else ["--self-signed", "--certs-dir", str(self.certs)])
         argv = [sys.executable, "-m", "webhook", "serve", "--policy", str(policy_dir), "--kubeconfig", str(kubeconfig),
-                "--host", "127.0.0.1", "--port", str(self.port), "--self-signed", "--certs-dir", str(self.certs),
-                "--decision-log", str(self.log_path), "--reload-interval", "3600"]
+                "--host", "127.0.0.1", "--port", str(self.port), *tls,
+                "--decision-log", str(self.log_path), "--reload-interval", "3600", *extra]
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(argv, env=env, stdout=self._stderr, stderr=subprocess.STDOUT)
 

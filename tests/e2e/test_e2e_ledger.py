@@ -1,0 +1,209 @@
+"""Two `allot serve --ledger` replicas behind a round-robin proxy, called by the real API server: one quota, exact.
+
+The compiled validating configuration points the API server at a TCP proxy that deals
+connections to the replicas in turn (TLS passes through; both serve one certificate).
+Pod creates go through the API server concurrently; the quota admits exactly its GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import time
+
+import pytest
+
+import kit
+from kit import gpu_pod, wait_for
+
+pytestmark = pytest.mark.e2e
+QUOTA = 32
+CREATES = 200
+
+
+class RoundRobin:
+    """A loopback TCP proxy on its own thread: each accepted connection goes to the next backend port."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports, self.next = ports, 0
+        self.port = kit.free_port()
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
+        self.thread.start()
+        started.wait(10)
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def pipe(reader, writer):
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.close()
+
+        async def handle(reader, writer):
+            port = self.ports[self.next % len(self.ports)]
+            self.next += 1
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                writer.close()
+                return
+            both = asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+            try:
+                await both
+            except asyncio.CancelledError:
+                both.cancel()
+                writer.close()
+                up_writer.close()
+
+        async def main():
+            self.server = await asyncio.start_server(handle, "127.0.0.1", self.port)
+            started.set()
+            await self.server.serve_forever()
+
+        try:
+            self.loop.run_until_complete(main())
+        except (asyncio.CancelledError, RuntimeError):
+            pass
+
+    def stop(self) -> None:
+        """Close the listener and every piped connection, then the loop."""
+
+        async def shutdown():
+            self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop)  # cancelling serve_forever ends the loop's run
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def replicas(kube, cluster, tmp_path_factory):
+    """Two replicas sharing a ledger namespace, the proxy, and a validating configuration naming the proxy."""
+    from webhook.server.serving import self_signed
+
+    run = cluster["run"]
+    ns, killed_ns, ledger_ns = f"lq-{run}", f"lk-{run}", f"ledger-{run}"
+    for name in (ns, killed_ns, ledger_ns):
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    for name in (ns, killed_ns):
+        wait_for(f"serviceaccount default in {name}",
+                 lambda name=name: kube.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0)
+    work = tmp_path_factory.mktemp("allot-ledger-e2e")
+    certs = work / "certs"
+    self_signed(str(certs), "127.0.0.1")
+    pdir = work / "policies"
+    pdir.mkdir()
+    (pdir / "q.policy").write_text(f'quota ledger-e2e {{\n  for namespace == "{ns}"\n  gpus {QUOTA}\n}}\n'
+                                   f'quota ledger-kill {{\n  for namespace == "{killed_ns}"\n  gpus {QUOTA}\n}}\n')
+    servers = []
+    for i in range(2):
+        (work / f"r{i}").mkdir()
+        servers.append(kit.Allot(pdir, kube.kubeconfig, work / f"r{i}", extra=("--ledger", ledger_ns), certs=certs))
+    proxy = None
+    try:
+        for s in servers:
+            ready = s.wait_ready()
+            assert ready["ledger"]["synced"] and ready["digest"]
+        assert len({s.readyz()["digest"] for s in servers}) == 1  # both decide with one policy
+        proxy = RoundRobin([s.port for s in servers])
+        out = work / "compiled"
+        kit.run_allot("compile", "--policy", str(pdir), "-o", str(out), "--url", f"https://127.0.0.1:{proxy.port}",
+                      "--ca-bundle", str(certs / "ca.crt"))
+        text = (out / "validating-webhook.yaml").read_text().replace("allot-validating", f"allot-ledger-{run}")
+        kube.run("create", "-f", "-", stdin=text)
+
+        def denied():  # the configuration is live once a create past the quota is refused by it
+            r = kube.create(gpu_pod("probe", ns, gpus=QUOTA + 1), "--dry-run=server", check=False)
+            return r.returncode != 0 and "quota" in r.stderr.lower()
+
+        wait_for("the ledger webhook configuration to take effect", denied, timeout=30)
+        yield {"ns": ns, "killed_ns": killed_ns, "ledger_ns": ledger_ns, "servers": servers, "run": run, "proxy": proxy}
+    finally:
+        kube.run("delete", "validatingwebhookconfiguration", f"allot-ledger-{run}", "--ignore-not-found", check=False)
+        if proxy is not None:
+            proxy.stop()
+        for s in servers:
+            s.stop()
+        for name in (ns, killed_ns, ledger_ns):
+            kube.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+def _core(kube):
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(kube.kubeconfig), client_configuration=cfg)
+    cfg.connection_pool_maxsize = 32
+    return client.CoreV1Api(client.ApiClient(cfg))
+
+
+def _creates(core, ns: str, names: list[str]) -> int:
+    """Create 1-GPU pods concurrently through the API server; how many were stored."""
+    from kubernetes.client.rest import ApiException
+
+    def create(name: str) -> bool:
+        try:
+            core.create_namespaced_pod(ns, gpu_pod(name, ns, gpus=1))
+            return True
+        except ApiException as exc:
+            body = (exc.body or "").lower()
+            assert exc.status in (403, 500) and ("quota" in body or "failed calling webhook" in body), exc.body
+            return False
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        return sum(pool.map(create, names))
+
+
+def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube, replicas):
+    core = _core(kube)
+    ns = replicas["ns"]
+    created = _creates(core, ns, [f"p{i}" for i in range(CREATES)])
+    stored = core.list_namespaced_pod(ns).items
+    assert created == QUOTA and len(stored) == QUOTA
+    servers = replicas["servers"]
+    answered = [[d for d in s.decisions() if d.get("namespace") == ns and d.get("operation") == "CREATE"] for s in servers]
+    assert all(answered)  # the API server called both replicas (the proxy deals its connections in turn)
+    assert sum(1 for a in answered for d in a if d["result"] == "allowed") == QUOTA  # together, exact
+    shards = core.list_namespaced_config_map(replicas["ledger_ns"], label_selector="allot.dev/ledger=reservations").items
+    assert len(shards) == 2 or len(shards) == 1  # one per quota root that has taken a hold
+
+
+def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kube, replicas):
+    from policy.blocks.quota import RESERVATION_TTL
+
+    core = _core(kube)
+    ns = replicas["killed_ns"]
+    servers = replicas["servers"]
+
+    def admitting():
+        return next((s for s in servers if any(d.get("namespace") == ns and d.get("result") == "allowed"
+                                               for d in s.decisions())), None)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        burst = pool.submit(_creates, core, ns, [f"k{i}" for i in range(CREATES)])
+        first = wait_for("a replica to admit", admitting, timeout=30, every=0.02)
+        first.proc.kill()  # mid-burst: some of its requests are between a commit and their answer
+        created = burst.result()
+    second = servers[1 - servers.index(first)]
+    assert len(core.list_namespaced_pod(ns).items) == created <= QUOTA
+    replicas["proxy"].ports = [second.port]
+    time.sleep(RESERVATION_TTL + 1)  # past every hold the burst took, the dead replica's included
+    more = _creates(core, ns, [f"m{i}" for i in range(2 * QUOTA)])
+    assert created + more == QUOTA == len(core.list_namespaced_pod(ns).items)  # the whole quota, no more, no less
+    shard = next(cm for cm in core.list_namespaced_config_map(replicas["ledger_ns"]).items if "ledger-kill" in cm.metadata.name)
+    holds = json.loads(shard.data["holds"])
+    now = time.time()
+    assert not [k for k in holds if k.startswith(f"{ns}/k")]  # nothing of the burst left: expired holds were dropped
+    assert all(v[0] > now for v in holds.values())
