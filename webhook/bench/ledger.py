@@ -3,7 +3,7 @@
     allot bench ledger [--quota N] [--concurrency C] [--json]
 
 Three processes start: the Kubernetes API double (webhook/bench/apidouble.py, plain
-HTTP on loopback) and two `allot serve --kubeconfig ... --ledger allot-system`
+HTTP on loopback; or `--kubeconfig` a real API server) and two `allot serve --kubeconfig ... --ledger allot-system`
 replicas watching it. This process sends 1-GPU pod CREATEs to both at once over TLS.
 Phase 1 (stateless): the same pods with `dryRun: true` decide the quota but hold
 nothing, so they write nothing (the double's write counter must not move); their p99
@@ -35,6 +35,8 @@ def add_arguments(parser) -> None:
     """Options of the ledger benchmark."""
     parser.add_argument("--quota", type=int, default=2000, help="GPUs in the one quota; 1.25x as many pods are sent (default 2000)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per replica (default 16)")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (times in milliseconds)")
 
 
@@ -61,9 +63,17 @@ def _kubeconfig(path: pathlib.Path, port: int) -> None:
     )
 
 
-def _counters(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_double/counters", timeout=10) as r:
-        return json.loads(r.read())
+def _counters(ports: list[int], ctx) -> dict:
+    """Ledger writes and conflicts summed over the replicas' own metrics."""
+    out = {"writes": 0, "conflicts": 0}
+    for port in ports:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith('allot_ledger_writes_total{result="ok"}'):
+                    out["writes"] += int(float(line.rsplit(" ", 1)[1]))
+                elif line.startswith('allot_ledger_writes_total{result="conflict"}'):
+                    out["conflicts"] += int(float(line.rsplit(" ", 1)[1]))
+    return out
 
 
 def _ready(port: int, ctx, limit: float = 60.0) -> None:
@@ -141,24 +151,31 @@ def run(args) -> int:
     (pdir / "q.policy").write_text(f'quota team-a {{\n  for namespace matches "team-a*"\n  gpus {args.quota}\n}}\n')
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs: list[subprocess.Popen] = []
+    ledger_ns, core = NS, None
+    kubeconfig = args.kubeconfig or str(work / "kubeconfig")
     try:
-        derr = work / "double.err"
-        with open(derr, "w") as fe:
-            double = subprocess.Popen([sys.executable, "-m", "webhook.bench.apidouble"], stdout=subprocess.DEVNULL,
-                                      stderr=fe, env=env)
-        procs.append(double)
-        dport = _wait_line(derr, double, "api double listening on")
-        _kubeconfig(work / "kubeconfig", dport)
-        req = urllib.request.Request(f"http://127.0.0.1:{dport}/api/v1/namespaces", method="POST",
-                                     data=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}).encode())
-        urllib.request.urlopen(req, timeout=10).close()
+        if args.kubeconfig:  # a real API server: a namespace of its own, so no earlier run's holds count
+            from webhook.server.watch import api_client_from
+            from kubernetes import client
+
+            ledger_ns = f"allot-bench-{uuid.uuid4().hex[:6]}"
+            core = client.CoreV1Api(api_client_from(args.kubeconfig))
+            core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ledger_ns}})
+        else:
+            derr = work / "double.err"
+            with open(derr, "w") as fe:
+                double = subprocess.Popen([sys.executable, "-m", "webhook.bench.apidouble"], stdout=subprocess.DEVNULL,
+                                          stderr=fe, env=env)
+            procs.append(double)
+            dport = _wait_line(derr, double, "api double listening on")
+            _kubeconfig(work / "kubeconfig", dport)
         ports = []
         for i in range(2):
             err = work / f"replica{i}.err"
             with open(err, "w") as fe:
                 procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "webhook", "serve", "--policy", str(pdir), "--kubeconfig", str(work / "kubeconfig"),
-                     "--ledger", NS, "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
+                    [sys.executable, "-m", "webhook", "serve", "--policy", str(pdir), "--kubeconfig", kubeconfig,
+                     "--ledger", ledger_ns, "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
                      "--decision-log", "off"], stdout=subprocess.DEVNULL, stderr=fe, env=env))
             ports.append(_wait_line(err, procs[-1], "allot serve: listening on"))
         for p in ports:
@@ -169,21 +186,26 @@ def run(args) -> int:
 
         async def main() -> None:
             await _load(ports, ctx, [_body(f"w{i}", True) for i in range(400)], args.concurrency)  # warm-up
-            w0 = _counters(dport)["writes"]
+            w0 = _counters(ports, ctx)["writes"]
             out["stateless"] = await _load(ports, ctx, [_body(f"d{i}", True) for i in range(args.quota)], args.concurrency)
-            out["stateless"]["writes"] = _counters(dport)["writes"] - w0
-            c0 = _counters(dport)
+            out["stateless"]["writes"] = _counters(ports, ctx)["writes"] - w0
+            c0 = _counters(ports, ctx)
             sent = args.quota + args.quota // 4
             out["stateful"] = await _load(ports, ctx, [_body(f"p{i}", False) for i in range(sent)], args.concurrency)
-            c1 = _counters(dport)
+            c1 = _counters(ports, ctx)
             out["stateful"]["writes"] = c1["writes"] - c0["writes"]
             out["stateful"]["conflicts"] = c1["conflicts"] - c0["conflicts"]
 
         run_loop(main)
-    except RuntimeError as exc:
-        print(f"allot bench ledger: error: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a process that would not start, an API server that refused
+        print(f"allot bench ledger: error: {type(exc).__name__}: {str(exc)[:500]}", file=sys.stderr)
         return 1
     finally:
+        if core is not None:
+            try:
+                core.delete_namespace(ledger_ns)
+            except Exception:  # noqa: BLE001 - best effort: the namespace only holds this run's ledger
+                pass
         for p in procs:
             p.terminate()
         for p in procs:
@@ -209,7 +231,7 @@ def run(args) -> int:
         print(json.dumps(figures))
         return 0 if ok else 1
     print(f"allot bench ledger: 2 replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
-          f"{args.concurrency} connections per replica (API double)")
+          f"{args.concurrency} connections per replica ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
     print(f"  admitted           {admitted} of {args.quota}  (over-admitted {figures['over_admitted']}, "
           f"under {figures['under_admitted']})")
     print(f"  admitted pods/s    {figures['admitted_per_s']:.0f}   (budget >= {BUDGET_RATE:.0f})")
