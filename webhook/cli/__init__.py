@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `allot` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args._argv = list(sys.argv[1:] if argv is None else argv)  # `serve --workers` starts its workers with these
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 
@@ -22,6 +23,9 @@ def add_arguments(parser) -> None:
     net = parser.add_argument_group("listener and TLS")
     net.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     net.add_argument("--port", type=int, default=8443, help="port (default 8443; 0 picks a free one)")
+    net.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="N processes on one port (SO_REUSEPORT), each a replica of the --ledger (default 1)")
+    net.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set on the workers --workers starts
     net.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM), reloaded when it changes")
     net.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
     net.add_argument("--self-signed", action="store_true", help="generate a CA and a serving certificate; prints the CA path")
@@ -49,6 +53,11 @@ def options_from(args, decision_log):
         raise UsageError("give --cluster FILE or --kubeconfig FILE (or run in a Pod for in-cluster config)")
     if args.ledger is not None and (args.cluster or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.ledger)):
         raise UsageError(f"--ledger {args.ledger}: give a namespace name, with --kubeconfig or in-cluster (not --cluster)")
+    if args.workers < 1 or args.workers > 64:
+        raise UsageError(f"--workers {args.workers}: give 1 to 64 processes")
+    if args.workers > 1 and (not args.ledger or args.port == 0 or args.self_signed):
+        raise UsageError("--workers N > 1 needs --ledger (each worker is a replica: only the shared ledger makes their "
+                         "holds add up), a fixed --port and --tls-cert/--tls-key (one certificate for every worker)")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
     if args.max_body is not None and args.max_body < 1:
@@ -62,6 +71,7 @@ def options_from(args, decision_log):
         self_signed=args.self_signed, certs_dir=args.certs_dir, on_error=args.on_error, mode=args.mode,
         reload_interval=args.reload_interval, tls_interval=args.reload_interval, decision_log=decision_log,
         log_requests=args.log_requests, max_body=args.max_body or DEFAULT_MAX_BODY, ledger=args.ledger,
+        reuse_port=args.reuse_port or args.workers > 1,
     )
 
 
@@ -100,6 +110,7 @@ def run(args) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     opts = options_from(args, open_log(args.decision_log))
     outcome = {"code": 0}
+    workers = start_workers(getattr(args, "_argv", sys.argv[1:]), args.workers - 1)
 
     async def main() -> None:
         try:
@@ -118,5 +129,39 @@ def run(args) -> int:
         await stop.wait()
         await running.stop()
 
-    run_loop(main)
+    try:
+        run_loop(main)
+    finally:
+        stop_workers(workers)
     return outcome["code"]
+
+
+def start_workers(argv_in: list[str], count: int) -> list:
+    """`count` more `allot serve` processes with this one's arguments, sharing its port through SO_REUSEPORT."""
+    import subprocess
+
+    if count <= 0:
+        return []
+    argv, skip = [], False
+    for a in argv_in:
+        if skip:
+            skip = False
+        elif a == "--workers":
+            skip = True
+        elif not a.startswith("--workers="):
+            argv.append(a)
+    return [subprocess.Popen([sys.executable, "-m", "webhook", *argv, "--reuse-port"]) for _ in range(count)]
+
+
+def stop_workers(workers: list) -> None:
+    """SIGTERM every worker (they drain like this process), then wait for them."""
+    import subprocess
+
+    for w in workers:
+        if w.poll() is None:
+            w.terminate()
+    for w in workers:
+        try:
+            w.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            w.kill()

@@ -54,6 +54,7 @@ class ServeOptions:
     log_requests: bool = False
     buffered_log: bool = True  # flushed every 0.25 s: one write per batch instead of one per request
     max_body: int = DEFAULT_MAX_BODY
+    reuse_port: bool = False  # SO_REUSEPORT: `--workers` processes share one port
     ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
     extra_sans: tuple[str, ...] = field(default=())
 
@@ -182,7 +183,7 @@ async def start(o: ServeOptions) -> Running:
     app = server.make_app(state, tasks=tuple(tasks))
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
     await runner.setup()
-    site = web.TCPSite(runner, o.host, o.port, ssl_context=reloading.base, backlog=1024)
+    site = web.TCPSite(runner, o.host, o.port, ssl_context=reloading.base, backlog=1024, reuse_port=o.reuse_port or None)
     try:
         await site.start()
     except OSError as exc:
