@@ -149,7 +149,7 @@ class ClusterLedger:
                 entries = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 entries = {}
-            shard.entries = entries if isinstance(entries, dict) else {}
+            shard.entries = {k: e for k, e in entries.items() if _well_formed(e)} if isinstance(entries, dict) else {}
         self._mirror(shard)
 
     # -- API calls (blocking client, run in threads) --
@@ -321,6 +321,15 @@ class ClusterLedger:
                 _settle(batch, True)
         finally:
             shard.flushing = False
+
+
+def _well_formed(entry: Any) -> bool:
+    """An entry as `_flush` writes it; anything else (a hand edit, another version) is ignored, never a crash."""
+    if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], (int, float))
+            and isinstance(entry[1], list) and isinstance(entry[2], str)):
+        return False
+    return all(isinstance(h, list) and len(h) == 5 and isinstance(h[0], str) and all(type(x) is int for x in (h[1], h[2], h[4]))
+               and (h[3] is None or isinstance(h[3], str)) for h in entry[1])
 
 
 def _settle(batch: list, result: Any) -> None:

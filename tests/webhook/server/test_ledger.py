@@ -213,3 +213,24 @@ def test_policy_digest_metric(policy_dir):
     state = State(on_error="deny", log=DecisionLog(None))
     assert PolicyReloader(state, PolicySource(str(policy_dir))).load_now()
     assert state.metrics.value("allot_policy_digest_info", {"digest": state.policy.digest}) == 1
+
+
+def test_a_garbled_shard_is_read_without_crashing_and_its_bad_entries_ignored(policy_dir):
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            good = [time.time() + 30, [["quota team-a", 3000, 0, None, 3000]], "other", None]
+            bad = {"team-a/x": "nope", "team-a/y": [1, 2], "team-a/z": [time.time() + 30, [["q", 1.5, 0, None, 1]], "o", None]}
+            double.put("configmaps", {"metadata": {"name": SHARD, "namespace": NS, "labels": {"allot.dev/ledger": "reservations"}},
+                                      "data": {"holds": orjson.dumps({"team-a/ok": good, **bad}).decode()}})
+            double.put("configmaps", {"metadata": {"name": shard_name("quota other"), "namespace": NS,
+                                                   "labels": {"allot.dev/ledger": "reservations"}}, "data": {"holds": "{not json"}})
+            state = replica(policy_dir, url)
+            await state.ledger.start()
+            assert state.ledger.synced
+            assert set(state.snapshot.reservations.holds) == {"team-a/ok"}  # another replica's valid hold counts
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
