@@ -119,6 +119,11 @@ def test_two_replicas_admit_exactly_the_quota(pki, policy_dir):
                 assert double.conflicts > 0  # the two replicas did contend: the CAS decided, not luck
                 _, ready = a.ready()
                 assert ready["digest"] and ready["ledger"]["synced"]
+                writes = double.writes
+                for i, body in enumerate([review(pod("dry", gpus=1), dryRun=True), review(pod("cpu"))] * 10):
+                    status, doc = await post((sa, sb)[i % 2], f"{(ua, ub)[i % 2]}/validate?timeout=10s", body)
+                    assert status == 200
+                assert double.writes == writes  # stateless decisions (dryRun, no GPU) write nothing
             allowed = [line for line in lines if line.get("result") == "allowed"]
             assert len(allowed) == 32 and all(line["ledger_attempts"] >= 1 and line["digest"] for line in allowed)
         finally:
