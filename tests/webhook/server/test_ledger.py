@@ -124,7 +124,7 @@ def test_two_replicas_admit_exactly_the_quota(pki, policy_dir):
                     status, doc = await post((sa, sb)[i % 2], f"{(ua, ub)[i % 2]}/validate?timeout=10s", body)
                     assert status == 200
                 assert double.writes == writes  # stateless decisions (dryRun, no GPU) write nothing
-            allowed = [line for line in lines if line.get("result") == "allowed"]
+            allowed = [line for line in lines if line.get("result") == "allowed" and line["name"].startswith("p")]
             assert len(allowed) == 32 and all(line["ledger_attempts"] >= 1 and line["digest"] for line in allowed)
         finally:
             await double.stop()
