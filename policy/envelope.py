@@ -9,6 +9,8 @@ look-ups on the common path, messages built only on failure.
 
 from __future__ import annotations
 
+from policy.subject.dialects.shape import jtype
+
 # Sub-resources tied to one operation (core API): exec into a pod is a CONNECT, never a CREATE.
 _SUBRESOURCE_OPS = {
     "exec": "CONNECT", "attach": "CONNECT", "portforward": "CONNECT", "proxy": "CONNECT",
@@ -16,19 +18,6 @@ _SUBRESOURCE_OPS = {
     "binding": "CREATE", "eviction": "CREATE",
 }
 _WITH_OBJECT = ("CREATE", "UPDATE")
-
-
-def _jtype(value: object) -> str:
-    """The JSON type name of a decoded value (for messages)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "list" if isinstance(value, list) else "object" if isinstance(value, dict) else type(value).__name__
 
 
 def contradiction(req: dict) -> str | None:
@@ -48,7 +37,7 @@ def contradiction(req: dict) -> str | None:
         return "request.operation CONNECT needs a request.subResource (exec, attach, portforward, proxy)"
     if op in _WITH_OBJECT:
         if type(obj) is not dict or not obj:
-            got = "missing" if "object" not in req else "empty" if obj == {} else _jtype(obj)
+            got = "missing" if "object" not in req else "empty" if obj == {} else jtype(obj)
             return f"request.object is {got}: a {op} must carry the object it creates or updates"
     problem = _agrees(req, obj, "object") if type(obj) is dict else None
     if problem is None:
@@ -71,7 +60,7 @@ def _agrees(req: dict, obj: dict, name: str) -> str | None:
         ns = meta.get("namespace")
         if ns is not None:
             if type(ns) is not str:
-                return f"request.{name}.metadata.namespace must be a string, got {_jtype(ns)}"
+                return f"request.{name}.metadata.namespace must be a string, got {jtype(ns)}"
             rns = req.get("namespace")
             if ns and rns and ns != rns:
                 return f"request.namespace {rns!r} contradicts request.{name}.metadata.namespace {ns!r}"

@@ -26,6 +26,8 @@ import time
 import urllib.request
 import uuid
 
+from webhook.bench.serve import wait_port
+
 BUDGET_RATE = 1000.0
 BUDGET_P99_MS = 20.0
 NS = "allot-system"
@@ -38,20 +40,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (times in milliseconds)")
-
-
-def _wait_line(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: float = 60.0) -> int:
-    end = time.monotonic() + limit
-    text = ""
-    while time.monotonic() < end:
-        text = path.read_text() if path.exists() else ""
-        for line in text.splitlines():
-            if marker in line:
-                return int(line.rsplit(":", 1)[1].strip().split()[0])
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited ({proc.returncode}): {text.strip()[-500:]}")
-        time.sleep(0.05)
-    raise RuntimeError(f"process did not start: {text.strip()[-500:]}")
 
 
 def _kubeconfig(path: pathlib.Path, port: int) -> None:
@@ -167,7 +155,7 @@ def run(args) -> int:
                 double = subprocess.Popen([sys.executable, "-m", "webhook.bench.apidouble"], stdout=subprocess.DEVNULL,
                                           stderr=fe, env=env)
             procs.append(double)
-            dport = _wait_line(derr, double, "api double listening on")
+            dport = wait_port(derr, double, "api double listening on")
             _kubeconfig(work / "kubeconfig", dport)
         ports = []
         for i in range(2):
@@ -177,7 +165,7 @@ def run(args) -> int:
                     [sys.executable, "-m", "webhook", "serve", "--policy", str(pdir), "--kubeconfig", kubeconfig,
                      "--ledger", ledger_ns, "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
                      "--decision-log", "off"], stdout=subprocess.DEVNULL, stderr=fe, env=env))
-            ports.append(_wait_line(err, procs[-1], "allot serve: listening on"))
+            ports.append(wait_port(err, procs[-1], "allot serve: listening on"))
         for p in ports:
             _ready(p, ctx)
         from webhook.cli.serve import run_loop

@@ -46,7 +46,8 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-def _wait_port(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: float = 60.0) -> int:
+def wait_port(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: float = 60.0) -> int:
+    """The port a child process prints after `marker` on its stderr log `path`; RuntimeError when it exits or stalls."""
     end = time.monotonic() + limit
     while time.monotonic() < end:
         text = path.read_text() if path.exists() else ""
@@ -54,9 +55,9 @@ def _wait_port(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: f
             if marker in line:
                 return int(line.rsplit(":", 1)[1].strip().split()[0])
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}): {text.strip()[-500:]}")
+            raise RuntimeError(f"process exited ({proc.returncode}): {text.strip()[-500:]}")
         time.sleep(0.05)
-    raise RuntimeError(f"server did not start: {text.strip()[-500:]}")
+    raise RuntimeError(f"process did not start: {text.strip()[-500:]}")
 
 
 _UID = b"00000000-0000-4000-8000-000000000000"  # a placeholder of a uuid's length, replaced per request
@@ -194,8 +195,8 @@ def run(args) -> int:
                                      stdout=subprocess.DEVNULL, stderr=fe, env=env)
             procs.append(floor)
         try:
-            allot_port = _wait_port(allot_err, allot, "allot serve: listening on")
-            floor_port = _wait_port(floor_err, floor, "floor listening on")
+            allot_port = wait_port(allot_err, allot, "allot serve: listening on")
+            floor_port = wait_port(floor_err, floor, "floor listening on")
         except RuntimeError as exc:
             print(f"allot bench serve: error: {exc}", file=sys.stderr)
             return 2

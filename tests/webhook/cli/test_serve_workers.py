@@ -17,7 +17,8 @@ import uuid
 
 import pytest
 
-from webhook.bench.ledger import _kubeconfig, _wait_line
+from webhook.bench.ledger import _kubeconfig
+from webhook.bench.serve import wait_port
 from webhook.server.serving import self_signed
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -58,7 +59,7 @@ def test_two_workers_share_the_port_and_admit_exactly_the_quota(tmp_path):
         with open(derr, "w") as fe:
             procs.append(subprocess.Popen([sys.executable, "-m", "webhook.bench.apidouble"], stderr=fe,
                                           stdout=subprocess.DEVNULL, env=env, cwd=ROOT))
-        _kubeconfig(tmp_path / "kubeconfig", _wait_line(derr, procs[0], "api double listening on"))
+        _kubeconfig(tmp_path / "kubeconfig", wait_port(derr, procs[0], "api double listening on"))
         cert, key, ca = self_signed(str(tmp_path / "certs"), "127.0.0.1")
         pdir = tmp_path / "policies"
         pdir.mkdir()
