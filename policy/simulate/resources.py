@@ -36,28 +36,25 @@ _MILLI: dict[str, int] = {}
 _WHOLE: dict[str, int] = {}  # quantity text -> value: traces repeat a few request sizes thousands of times
 
 
+def _cached(value: object, path: str, cache: dict[str, int], read) -> int:
+    if type(value) is not str:
+        return read(value, path)
+    hit = cache.get(value)
+    if hit is None:
+        hit = cache[value] = read(value, path)
+        if len(cache) > 65536:
+            cache.clear()
+    return hit
+
+
 def milli(value: object, path: str) -> int:
     """A cpu quantity in millicores (rounded up)."""
-    if type(value) is str:
-        hit = _MILLI.get(value)
-        if hit is None:
-            hit = _MILLI[value] = _milli(value, path)
-            if len(_MILLI) > 65536:
-                _MILLI.clear()
-        return hit
-    return _milli(value, path)
+    return _cached(value, path, _MILLI, _milli)
 
 
 def whole(value: object, path: str) -> int:
     """A memory quantity in bytes (rounded up)."""
-    if type(value) is str:
-        hit = _WHOLE.get(value)
-        if hit is None:
-            hit = _WHOLE[value] = _whole(value, path)
-            if len(_WHOLE) > 65536:
-                _WHOLE.clear()
-        return hit
-    return _whole(value, path)
+    return _cached(value, path, _WHOLE, _whole)
 
 
 def _milli(value: object, path: str) -> int:
