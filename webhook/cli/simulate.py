@@ -40,20 +40,9 @@ def add_arguments(parser) -> None:
 
 
 def _read_text(path: str, what: str) -> str:
-    from webhook.cli import UsageError
+    from webhook.clusterfile import read_text_file
 
-    try:
-        raw = pathlib.Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such {what} file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, expected a {what} file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: byte {exc.start}: not UTF-8 text") from None
+    return read_text_file(path, what)
 
 
 def load_cluster(path: str):
