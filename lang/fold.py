@@ -12,11 +12,12 @@ _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.l
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NUMERIC = {Type.INT, Type.GPU, Type.FRACTION, Type.BYTES}
 # Fields that can never be negative: `gpus < 0` is decidably false.
-NON_NEGATIVE = {"pods", "gpus", "total_gpus", "fraction", "gpu_memory", "min_members"}
+NON_NEGATIVE = {"pods", "gpus", "total_gpus", "fraction", "gpu_memory", "min_members", "gpu_pods", "gpu_memory_requested",
+                "gpu_limit_mismatches"}
 # Fields normalization always fills (policy/subject/model.py defaults): `has(gpus)` is always true.
 ALWAYS_PRESENT = {
     "kind", "operation", "pods", "gpus", "total_gpus", "agent", "privileged", "host_path", "host_network",
-    "labels", "annotations", "namespace.labels", "groups",
+    "labels", "annotations", "namespace.labels", "groups", "gpu_pods", "memory_share", "gpu_limit_mismatches",
 }  # fmt: skip
 
 

@@ -58,6 +58,13 @@ SUBJECT_FIELDS: dict[str, Type] = {
     "privileged": Type.BOOL,
     "host_path": Type.BOOL,
     "host_network": Type.BOOL,
+    # What the object states (the workload-expression library; policy/subject/expression.py):
+    "controller": Type.STRING,
+    "gpu_pods": Type.INT,
+    "gang_scheduler": Type.STRING,
+    "gpu_memory_requested": Type.BYTES,
+    "memory_share": Type.BOOL,
+    "gpu_limit_mismatches": Type.INT,
 }
 
 Mode = Literal["enforce", "warn", "audit"]

@@ -102,6 +102,13 @@ class Workload:
     suspended: bool = False  # spec.suspend: the workload runs nothing yet (no quota, no placement)
     added_gpus: int | None = None  # milli-GPU an UPDATE adds to what the workload ran before (None: not a resize)
     template_paths: tuple = ()  # per pod set, the path of its template's pod spec in `obj` (None: no template)
+    # What the object states, not only asks (policy/subject/expression.py; the workload-expression library reads these):
+    controller: str | None = None  # the workload kind that runs the pods (the object's own kind, or a Pod's maker)
+    gpu_pods: int = 0  # pods asking GPUs that the object stands for
+    gang_scheduler: str | None = None  # who starts the pods together: kueue | coscheduling | volcano | kai | upstream
+    gpu_memory_requested: int | None = None  # bytes per GPU pod the object itself asks (not implied by a model)
+    memory_share: bool = False  # the pod's GPU share bounds its GPU memory (not a compute-only share)
+    gpu_limit_mismatches: int = 0  # GPU resource entries whose request is unlimited or differs from its limit
 
 
 def _twin(cls):
