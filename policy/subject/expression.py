@@ -176,8 +176,12 @@ def _template_scheduler(kind: str, pod: Mapping) -> str | None:
     return None
 
 
-def workload_fields(kind: str, labels: Mapping, templates, sets) -> dict:
-    """The expression fields of a workload object, over its templates and their pod sets (in the same order)."""
+def workload_fields(kind: str, meta: Mapping, templates, sets) -> dict:
+    """The expression fields of a workload object, over its templates and their pod sets (in the same order).
+
+    `controller` is the kind that made it (a Deployment's ReplicaSet, a JobSet's Job), else its own.
+    """
+    labels = _map(meta.get("labels"))
     gpu = [(t, ps) for t, ps in zip(templates, sets) if ps.gpus and ps.count]
     scheduler = "kueue" if labels and labels.get(KUEUE_QUEUE_LABEL) and kind not in _PODWISE_KUEUE else None
     if scheduler is None:
@@ -185,7 +189,7 @@ def workload_fields(kind: str, labels: Mapping, templates, sets) -> dict:
     stated = [requested_memory(ps, _map(t.pod.get("spec"))) for t, ps in gpu]
     sharing = [t for t, ps in gpu if ps.fraction is not None]
     return {
-        "controller": kind,
+        "controller": pod_controller(labels, meta) or kind,
         "gpu_pods": sum(ps.count for _, ps in gpu),
         "gang_scheduler": scheduler,
         "gpu_memory_requested": min(stated) if stated and None not in stated else None,

@@ -240,6 +240,6 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
         gang, minimum, required, preferred, False, privileged, host_path, host_network,
         r[6], r[7], r[8], r[9], tuple(sets), tuple(problems) if problems else (), obj, r[10],
         read.suspended, added, tuple(t.spec_path for t in read.templates),
-        **workload_fields(kind, meta.get("labels") if type(meta.get("labels")) is dict else EMPTY, read.templates, sets),
+        **workload_fields(kind, meta, read.templates, sets),
     )
     return w

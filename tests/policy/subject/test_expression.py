@@ -182,3 +182,22 @@ def test_a_pod_of_unknown_shape_states_nothing():
     w = normalize(request(bad), cluster())
     assert (w.gpu_pods, w.gpu_limit_mismatches, w.memory_share, w.controller) == (0, 0, False, None)
     assert w.problems
+
+
+def _owner(kind, name):
+    return lambda o: o["metadata"].update(ownerReferences=[{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "u",
+                                                            "controller": True}])
+
+
+@pytest.mark.parametrize("kind, fn, want", [
+    ("ReplicaSet", lambda o: (o["metadata"].setdefault("labels", {}).update({"pod-template-hash": "7c9"}),
+                              _owner("Deployment", "embed")(o)), "Deployment"),
+    ("Job", lambda o: o["metadata"].setdefault("labels", {}).update({"jobset.sigs.k8s.io/jobset-name": "ls"}), "JobSet"),
+    ("StatefulSet", lambda o: o["metadata"].setdefault("labels", {}).update({"leaderworkerset.sigs.k8s.io/name": "vllm"}), "LeaderWorkerSet"),
+    ("Job", _owner("CronJob", "nightly"), "CronJob"),
+    ("Job", lambda o: None, "Job"),
+])
+def test_a_workload_made_by_another_names_its_maker(kind, fn, want):
+    obj = edit(kind, fn)
+    w = normalize(request(obj, kind=kind, resource=kind.lower() + "s"), cluster())
+    assert w.controller == want
