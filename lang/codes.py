@@ -23,7 +23,7 @@ CODES: dict[str, str] = {
     "E0109": "unknown verb or resource in an agents allow",
     "E0110": "unknown option",
     "E0111": "missing required statement",
-    "E0112": "`set` can only write labels[...] or annotations[...]",
+    "E0112": "`set` can only write labels[...], annotations[...] or a GPU limit to its request",
     "E0113": "message interpolates an unknown field",
     "E0114": "statement not allowed here",
     # E02xx: types

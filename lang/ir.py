@@ -338,11 +338,19 @@ class SetField:
 
 
 @dataclass(frozen=True, slots=True)
+class SetLimit:
+    """`set limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"]`: each container's unlimited GPU request becomes its limit."""
+
+    resource: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     name: str
     selector: Expr | None
     when: Expr | None
-    actions: tuple[Union[Deny, SetField], ...]
+    actions: tuple[Union[Deny, SetField, SetLimit], ...]
     mode: Mode
     span: Span
 

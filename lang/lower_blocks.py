@@ -12,6 +12,7 @@ from lang.checker import check_mode, check_models, check_statements, decl_name, 
 from lang.diagnostics import warning
 from lang.ir import Type
 from lang.exprs import an
+from lang.set_limits import lower_set_limit
 from lang.template import lower_template
 
 VERBS = {"create": "CREATE", "update": "UPDATE", "delete": "DELETE", "connect": "CONNECT", "any": "*", "*": "*"}
@@ -142,9 +143,11 @@ def lower_rule(low, b: ast.Block) -> ir.Rule:
     )
 
 
-def _set(low, s: ast.SetStmt, given: Set[str]) -> ir.SetField | None:
+def _set(low, s: ast.SetStmt, given: Set[str]) -> ir.SetField | ir.SetLimit | None:
+    if s.target.name == "limits":
+        return lower_set_limit(low, s)
     if s.target.name not in ("labels", "annotations"):
-        low.err("E0112", f"`set` cannot write `{s.target.name}`", s.target.span, 'write `set labels["k"] = …` or `set annotations["k"] = …`')
+        low.err("E0112", f"`set` cannot write `{s.target.name}`", s.target.span, 'write `set labels["k"] = …`, `set annotations["k"] = …` or `set limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"]`')
         return None
     if low.exprs.bare_word(s.value):  # `set labels["team"] = ml`
         low.err("E0101", f"unknown field `{s.value.dotted}`", s.value.span, f'to set the text, quote it: `set {s.target.name}[{s.key.raw}] = "{s.value.dotted}"`')

@@ -1,4 +1,4 @@
-"""`rule` blocks: `for` selects, `when` tests, `deny "msg {field}"` and `set labels["k"] = EXPR` act.
+"""`rule` blocks: `for` selects, `when` tests, `deny "msg {field}"`, `set labels["k"] = EXPR` and `set limits["R"] = requests["R"]` act.
 
 `set` becomes a JSONPatch op on the mutating side only, for objects the request
 carries (CREATE/UPDATE). A value that evaluates to none sets nothing (a label cannot
@@ -12,6 +12,7 @@ from typing import Callable
 
 from lang import ir
 from policy.context import Context, where
+from policy.blocks.limits import dotted, limit_fills
 from policy.compiler.expr import render_value
 
 _MAP_PATH = {"labels": ("metadata", "labels"), "annotations": ("metadata", "annotations")}
@@ -28,9 +29,12 @@ def make_check(
     location = where(rule.span)
     denies = []
     sets = []
+    limits = []
     for action in rule.actions:
         if isinstance(action, ir.Deny):
             denies.append((compile_message(action.message), where(action.span)))
+        elif isinstance(action, ir.SetLimit):
+            limits.append((action.resource, where(action.span)))
         else:
             path = _MAP_PATH[action.target] + (action.key,)
             sets.append((path, compile_value(action.value), action.value.type, where(action.span), action))
@@ -59,5 +63,14 @@ def make_check(
                 else:  # warn/audit: report the change instead of making it
                     msg = f"{rule.name}: would set {action.target}[{action.key!r}] = {text!r}"
                     ctx.find("RuleWouldSet", block, loc, msg, mode, {"path": list(path), "value": text})
+        if limits and ctx.mutate and w.obj is not None and w.operation in ("CREATE", "UPDATE"):
+            for resource, loc in limits:
+                for path, value in limit_fills(w, resource):
+                    if mode == "enforce":
+                        if ctx.patch.set(path, value):
+                            ctx.note(block, loc, f"set {dotted(path)} = {value!r}")
+                    else:
+                        msg = f"{rule.name}: would set {dotted(path)} = {value!r}"
+                        ctx.find("RuleWouldSet", block, loc, msg, mode, {"path": list(path), "value": value})
 
     return check

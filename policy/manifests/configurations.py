@@ -101,7 +101,7 @@ def validating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
 
 def mutating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
     """Blocks that can patch a pod: `set` rules, the default priority, gang placement affinity."""
-    out = [_rule_contributor(r) for r in ps.rules if any(isinstance(a, ir.SetField) for a in r.actions)]
+    out = [_rule_contributor(r) for r in ps.rules if any(isinstance(a, (ir.SetField, ir.SetLimit)) for a in r.actions)]
     out += [_block_contributor(g) for g in ps.gangs if g.topology]
     if any(p.default for p in ps.priorities):
         out.append(_PRIORITY)
