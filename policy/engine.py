@@ -18,6 +18,7 @@ from policy.compiler.passes import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.blocks.gang import settle
+from policy.subject.expression import express, reads_expression
 from policy.subject.normalize import normalize, normalize_object
 from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, workload_memory
 from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
@@ -67,6 +68,7 @@ class Engine:
         self._unkeyed = self.compiled.unkeyed
         self._identity = self.compiled.identities[0] if self.compiled.identities else None
         self._state: SnapshotState | None = None
+        self._express = reads_expression(policy_set)
 
     @property
     def block_ids(self) -> list[str]:
@@ -110,6 +112,8 @@ class Engine:
         fields are set in place instead of copying a 40-field dataclass per request.
         """
         c = self.compiled
+        if self._express:  # only sets that read what a workload states pay for reading it
+            express(w)
         if w.gpu_model is None and w.gpu_product is not None:
             model = c.model_by_product.get(w.gpu_product)
             if model is not None:

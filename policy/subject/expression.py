@@ -6,17 +6,26 @@ an implied one: a pod pinned to H100 is *implied* 80Gi, a pod asking HAMi `gpume
 *requested* it; a JobSet is judged as a gang, but only a queue or a scheduler's pod
 group makes its pods start together. Readers are pure and never raise on odd shapes
 (a wrong type reads as "not stated"; the demand readers already report it).
+
+They cost a few microseconds a request, so normalization leaves them at their defaults
+and the engine fills them (`express`) only for a policy set that reads one of them
+(`reads_expression`): the admission budget of every other set is untouched.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
+from lang import ir
 from policy.subject.dialects.common import EMPTY, MIB, quantity
-from policy.subject.dialects.gangs import pod_group_ref
+from policy.subject.dialects.gangs import group_family, pod_group_ref
 from policy.subject.dialects.hami import GPUCORES, GPUMEM, GPUMEM_PCT
 from policy.subject.dialects.product import MEMORY_LABEL
 from policy.subject.dialects.workloads import GANG_KINDS
+from policy.subject.model import Workload
+
+FIELDS = ("controller", "gpu_pods", "gang_scheduler", "gpu_memory_requested", "memory_share", "gpu_limit_mismatches")
+_SETATTR = object.__setattr__  # the subject was just built for this request: filled in place, as the engine's own fields
 
 _GPU_PREFIXES = ("nvidia.com/", "amd.com/")
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -154,7 +163,7 @@ def pod_controller(labels: Mapping, meta: Mapping) -> str | None:
 
 
 def pod_fields(podset, meta: Mapping, spec: Mapping, labels: Mapping, ref) -> dict:
-    """The expression fields of a Pod (keyword arguments of `make_workload`)."""
+    """The expression fields of a Pod, by name."""
     shared = podset.fraction is not None
     return {
         "controller": pod_controller(labels, meta),
@@ -166,8 +175,7 @@ def pod_fields(podset, meta: Mapping, spec: Mapping, labels: Mapping, ref) -> di
     }
 
 
-def _template_scheduler(kind: str, pod: Mapping) -> str | None:
-    meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+def _template_scheduler(kind: str, meta: Mapping, spec: Mapping) -> str | None:
     ref = pod_group_ref(_map(meta.get("labels")), _map(meta.get("annotations")), spec)
     if ref is not None:
         return SCHEDULERS.get(ref[0])
@@ -176,26 +184,86 @@ def _template_scheduler(kind: str, pod: Mapping) -> str | None:
     return None
 
 
+def _at(obj, path: tuple[str, ...]) -> Mapping:
+    node = obj
+    for part in path:
+        if type(node) is list and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = _map(node).get(part)
+    return _map(node)
+
+
 def workload_fields(kind: str, meta: Mapping, templates, sets) -> dict:
-    """The expression fields of a workload object, over its templates and their pod sets (in the same order).
+    """The expression fields of a workload object; `templates` = (template metadata, pod spec) per pod set, in order.
 
     `controller` is the kind that made it (a Deployment's ReplicaSet, a JobSet's Job), else its own.
     """
     labels = _map(meta.get("labels"))
-    gpu = [(t, ps) for t, ps in zip(templates, sets) if ps.gpus and ps.count]
+    gpu = [(spec, ps) for (_, spec), ps in zip(templates, sets) if ps.gpus and ps.count]
     scheduler = "kueue" if labels and labels.get(KUEUE_QUEUE_LABEL) and kind not in _PODWISE_KUEUE else None
     if scheduler is None:
-        scheduler = next((s for s in (_template_scheduler(kind, t.pod) for t in templates) if s), None)
-    stated = [requested_memory(ps, _map(t.pod.get("spec"))) for t, ps in gpu]
-    sharing = [t for t, ps in gpu if ps.fraction is not None]
+        scheduler = next((s for s in (_template_scheduler(kind, m, spec) for m, spec in templates) if s), None)
+    stated = [requested_memory(ps, spec) for spec, ps in gpu]
+    sharing = [spec for spec, ps in gpu if ps.fraction is not None]
     return {
         "controller": pod_controller(labels, meta) or kind,
         "gpu_pods": sum(ps.count for _, ps in gpu),
         "gang_scheduler": scheduler,
         "gpu_memory_requested": min(stated) if stated and None not in stated else None,
-        "memory_share": bool(sharing) and not any(compute_only(_map(t.pod.get("spec"))) for t in sharing),
-        "gpu_limit_mismatches": sum(limit_mismatches(_map(t.pod.get("spec"))) for t in templates),
+        "memory_share": bool(sharing) and not any(compute_only(spec) for spec in sharing),
+        "gpu_limit_mismatches": sum(limit_mismatches(spec) for _, spec in templates),
     }
+
+
+def _no_template(obj: Mapping) -> tuple[Mapping, Mapping]:
+    """A TrainJob's per-node resources (its pod template lives in the runtime) as a one-container pod spec."""
+    res = _at(obj, ("spec", "trainer", "resourcesPerNode"))
+    return EMPTY, {"containers": [{"resources": res}]} if res else EMPTY
+
+
+def express(w: Workload) -> Workload:
+    """Fill `w`'s expression fields in place from its object (a Pod, a workload object or a group object); `w` itself."""
+    obj = w.obj
+    if type(obj) is not dict:
+        return w
+    meta = _map(obj.get("metadata"))
+    if w.kind == "Pod":
+        if not w.pod_sets:
+            return w
+        spec = _map(obj.get("spec"))
+        ref = pod_group_ref(w.labels, w.annotations, spec)
+        values = pod_fields(w.pod_sets[0], meta, spec, w.labels, ref)
+    elif w.template_paths:
+        templates = [(_at(obj, p[:-1] + ("metadata",)), _at(obj, p)) if p else _no_template(obj) for p in w.template_paths]
+        values = workload_fields(w.kind, meta, templates, w.pod_sets)
+    else:
+        api = obj.get("apiVersion")
+        family = group_family(api, w.kind) if type(api) is str else None
+        if family is None:
+            return w
+        values = group_fields(family, w.pods, w.gpus)
+    for name, value in values.items():
+        _SETATTR(w, name, value)
+    return w
+
+
+def reads_expression(policy_set) -> bool:
+    """Whether any block of a checked policy set reads an expression field (in a condition, a value or a message)."""
+    wanted = frozenset(FIELDS)
+    blocks = (*policy_set.quotas, *policy_set.fractions, *policy_set.gangs, *policy_set.agents, *policy_set.rules)
+    return any(_reads(b, wanted) for b in blocks)
+
+
+def _reads(node, wanted: frozenset) -> bool:
+    if type(node) in (tuple, list):
+        return any(_reads(n, wanted) for n in node)
+    fields = getattr(type(node), "__dataclass_fields__", None)
+    if fields is None:
+        return False
+    if isinstance(node, ir.Field):
+        return node.name in wanted
+    return any(_reads(getattr(node, f), wanted) for f in fields if f != "span")
 
 
 def group_fields(family: str, pods: int, gpus: int) -> dict:

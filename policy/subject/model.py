@@ -102,7 +102,8 @@ class Workload:
     suspended: bool = False  # spec.suspend: the workload runs nothing yet (no quota, no placement)
     added_gpus: int | None = None  # milli-GPU an UPDATE adds to what the workload ran before (None: not a resize)
     template_paths: tuple = ()  # per pod set, the path of its template's pod spec in `obj` (None: no template)
-    # What the object states, not only asks (policy/subject/expression.py; the workload-expression library reads these):
+    # What the object states, not only asks: filled by the engine (policy/subject/expression.py `express`) only for
+    # sets that read them, so normalization alone leaves these defaults:
     controller: str | None = None  # the workload kind that runs the pods (the object's own kind, or a Pod's maker)
     gpu_pods: int = 0  # pods asking GPUs that the object stands for
     gang_scheduler: str | None = None  # who starts the pods together: kueue | coscheduling | volcano | kai | upstream

@@ -10,7 +10,6 @@ from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, gro
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.shape import locate, mapping, string_map, wrong
 from policy.subject.dialects.topology import pod_topology
-from policy.subject.expression import group_fields, pod_fields
 from policy.subject.model import Problem, Workload, make_workload
 from policy.subject.workloads import NOT_IN_STATE, SCALABLE, scale_subject, workload_reader, workload_subject
 
@@ -140,7 +139,6 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
         1, gpus, gpus, podset.fraction, podset.gpu_memory, podset.gpu_product, None,
         gang, minimum, required, preferred, False, privileged, host_path, host_network,
         r[6], r[7], r[8], r[9], (podset,), tuple(problems) if problems else (), obj, r[10],
-        **pod_fields(podset, meta, spec, labels, ref),
     )
 
 
@@ -182,7 +180,7 @@ def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: l
         gpu_memory=memory, gpu_product=product, gang=info.name or None, min_members=info.min_members,
         topology_required=info.topology_required, topology_preferred=info.topology_preferred,
         privileged=privileged, host_path=host_path, host_network=host_network, pod_sets=info.pod_sets,
-        problems=tuple(problems), obj=obj, namespace=ns, **base, **group_fields(family, pods, gpus),
+        problems=tuple(problems), obj=obj, namespace=ns, **base,
     )
 
 

@@ -15,7 +15,6 @@ from policy.subject.demand import read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, ceil_div
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.topology import pod_topology
-from policy.subject.expression import workload_fields
 from policy.subject.dialects.workloads import GANG_KINDS, WORKLOAD_KIND_NAMES, read_workload, workload_reader
 from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
 
@@ -240,6 +239,5 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
         gang, minimum, required, preferred, False, privileged, host_path, host_network,
         r[6], r[7], r[8], r[9], tuple(sets), tuple(problems) if problems else (), obj, r[10],
         read.suspended, added, tuple(t.spec_path for t in read.templates),
-        **workload_fields(kind, meta, read.templates, sets),
     )
     return w

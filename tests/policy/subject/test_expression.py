@@ -9,12 +9,18 @@ from dataclasses import dataclass
 
 import pytest
 
-from policy.subject.normalize import normalize
+from policy.subject.expression import express, reads_expression
+from policy.subject.normalize import normalize as _normalize
 from tests.policy.builders import claim, container, device_request, meta, node, pod, podgroup, request, snapshot
 from tests.policy.subject.test_workloads import OBJECTS
 
 MI, GI = 2**20, 2**30
 H100_MIB = 81559  # the builders' node: nvidia.com/gpu.memory
+
+
+def normalize(req, snap):
+    """Normalization as the engine does it for a set that reads the expression fields."""
+    return express(_normalize(req, snap))
 
 
 def cluster(*objs):
@@ -201,3 +207,28 @@ def test_a_workload_made_by_another_names_its_maker(kind, fn, want):
     obj = edit(kind, fn)
     w = normalize(request(obj, kind=kind, resource=kind.lower() + "s"), cluster())
     assert w.controller == want
+
+
+def test_normalization_alone_leaves_the_fields_at_their_defaults():
+    w = _normalize(request(pod(containers=[container(requests={"nvidia.com/gpu": "1"})])), cluster())
+    assert (w.gpu_pods, w.gpu_limit_mismatches) == (0, 0) and express(w).gpu_pods == 1 and w.gpu_limit_mismatches == 1
+
+
+def test_a_trainjob_counts_its_per_node_resources():
+    obj = edit("TrainJob", lambda o: o["spec"]["trainer"]["resourcesPerNode"].update(requests={"nvidia.com/gpu": "2"}))
+    w = normalize(request(obj, kind="TrainJob", resource="trainjobs"), cluster())
+    assert w.gpu_limit_mismatches == 1
+
+
+@pytest.mark.parametrize("src, want", [
+    ('rule r {\n  when gpu_pods > 1\n  deny "x"\n}', True),
+    ('rule r {\n  deny "{controller}"\n}', True),
+    ('rule r {\n  when gpus > 1\n  set labels["k"] = gang_scheduler\n}', True),
+    ('gang g {\n  for has(gang_scheduler)\n}', True),
+    ('rule r {\n  when gpus > 1 and labels["gpu_pods"] == "x"\n  deny "gpu_pods"\n}', False),
+])
+def test_the_engine_reads_them_only_for_sets_that_ask(src, want):
+    import lang
+    ps, diags = lang.compile_policies([("t.policy", src)])
+    assert not [d for d in diags if d.severity == "error"]
+    assert reads_expression(ps) is want
