@@ -28,7 +28,8 @@ WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
 # Normalization problems that only warn: a pod created a moment before its group object is normal.
 # HAMi clamps gpucores above 100 to 100 and places the pod: Allot counts it so and only warns. A scale of a
 # workload the cluster state does not hold cannot be judged: said as a warning, not denied.
-WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores", "WorkloadNotInClusterState"})
+# Nor a KAITO Workspace whose instance type no node reports yet (KAITO provisions it; its pods are judged).
+WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores", "WorkloadNotInClusterState", "UnknownInstanceType"})
 _SETATTR = object.__setattr__
 
 

@@ -202,7 +202,7 @@ def gpu_pod_cel() -> str:
 
 
 def _templates_gpu_cel(o: str) -> str:
-    """CEL true when workload object `o` has a pod template (or TrainJob node resources) asking for a GPU, by its kind."""
+    """CEL true when workload object `o` has a pod template (or TrainJob node resources) asking for a GPU, by its kind (a KAITO preset always)."""
     rs = f"{o}.spec.trainer.resourcesPerNode"
     keys = " || ".join(f"k.startsWith({cel_string(p)})" for p in GPU_RESOURCE_PREFIXES)
     trainer = " || ".join(f"(has({rs}.{m}) && {rs}.{m}.exists(k, {keys}))" for m in ("limits", "requests"))
@@ -220,6 +220,9 @@ def _templates_gpu_cel(o: str) -> str:
         "TrainJob": f"(has({o}.spec.trainer) && has({rs}) && ({trainer}))",
         "RayCluster": ray(f"{o}.spec"),
         "RayJob": f"(has({o}.spec.rayClusterSpec) && {ray(f'{o}.spec.rayClusterSpec')})",
+        # KAITO: a custom template says its GPUs; a preset or a tuning job takes a node's GPUs, which no object field says.
+        "Workspace": (f"((has({o}.inference) && (has({o}.inference.preset) || (has({o}.inference.template) && "
+                      f"{_pod_gpu_cel(f'{o}.inference.template')}))) || has({o}.tuning))"),
     }
     parts = []
     for kinds, expr in by_kind.items():

@@ -68,14 +68,14 @@ def _dotted(path: tuple[str, ...] | None) -> str:
 
 def _sets(obj: Mapping, reader: str, snapshot, problems: list | None):
     """(pod sets, template paths, template pods, suspended, exclusive-topology key) of a workload object."""
-    read = read_workload(obj, reader)
+    read = read_workload(obj, reader, snapshot)
     if problems is not None:
         problems.extend(read.problems)
     sets: list[PodSet] = []
     for t in read.templates:
         ps, found = read_demand(t.pod, snapshot)
         if found and problems is not None:
-            where = _dotted(t.spec_path)
+            where = t.where or _dotted(t.spec_path)
             problems.extend(Problem(p.code, f"pod set {t.name} ({where}): {p.message}") for p in found)
         sets.append(make_podset(t.name, t.count, ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product, t.minimum))
     return sets, read

@@ -8,7 +8,7 @@ from typing import Mapping
 from policy.subject.model import PodSet, Problem
 
 from . import shape
-from .common import EMPTY, MALFORMED, whole_count
+from .common import BAD_OBJECT, EMPTY, MALFORMED, whole_count
 
 # apiVersion group -> dialect family of a `PodGroup`
 PODGROUP_FAMILIES = {
@@ -112,6 +112,65 @@ def _min_gpus(spec: Mapping, problems: list) -> int | None:
     return total
 
 
+# v1beta1 (1.37): a tree of CompositePodGroupTemplates at most this deep (WorkloadMaxTreeDepth).
+WORKLOAD_MAX_DEPTH = 4
+
+
+def _upstream_workload(spec: Mapping, pod_sets: list, problems: list) -> tuple[int | None, str | None]:
+    """(minimum, topology key) of an upstream Workload; its pod group templates are appended to `pod_sets`.
+
+    v1alpha1 (1.35): `spec.podGroups[].policy`; v1alpha2 (1.36) and v1beta1 (1.37):
+    `spec.podGroupTemplates[].schedulingPolicy`; v1beta1 may instead nest them in
+    `spec.compositePodGroupTemplates` (exactly one of the two is set).
+    """
+    key = "podGroups" if "podGroups" in spec and not spec.get("podGroupTemplates") else "podGroupTemplates"
+    flat, composite = spec.get(key), spec.get("compositePodGroupTemplates")
+    if flat and composite:  # the API server refuses both; read both rather than drop one (fail closed)
+        problems.append(Problem(BAD_OBJECT, f"spec: exactly one of {key} and compositePodGroupTemplates may be set, both are"))
+    minima: list[int] = []
+    required = _templates(flat, f"spec.{key}", "", pod_sets, minima, problems)
+    required = _composites(composite, "spec.compositePodGroupTemplates", "", 1, pod_sets, minima, problems) or required
+    return sum(minima) or None, required
+
+
+def _templates(groups, path: str, prefix: str, pod_sets: list, minima: list, problems: list) -> str | None:
+    """Each PodGroupTemplate's gang minimum (0 for `basic`) into `minima`, its pod set into `pod_sets`; the first topology key."""
+    required = None
+    for i, g in enumerate(shape.items(groups, path, problems)):
+        at = f"{path}[{i}]"
+        name = "policy" if "policy" in g and "schedulingPolicy" not in g else "schedulingPolicy"  # v1alpha1 named it `policy`
+        n = _gang_min(g.get(name), f"{at}.{name}", problems) or 0
+        pod_sets.append(PodSet(prefix + str(g.get("name") or i), n, 0))
+        minima.append(n)
+        required = required or _topology_key(g.get("schedulingConstraints"), f"{at}.schedulingConstraints", problems)
+    return required
+
+
+def _composites(groups, path: str, prefix: str, depth: int, pod_sets: list, minima: list, problems: list) -> str | None:
+    """Each CompositePodGroupTemplate's minimum into `minima` (v1beta1): a gang composite needs its `minGroupCount` children that need the fewest pods; a basic one all of them, as a flat list of templates is summed."""
+    if groups is not None and depth > WORKLOAD_MAX_DEPTH:
+        problems.append(Problem(BAD_OBJECT, f"{path}: composite pod group templates nest deeper than {WORKLOAD_MAX_DEPTH} levels"))
+        return None
+    required = None
+    for i, c in enumerate(shape.items(groups, path, problems)):
+        at = f"{path}[{i}]"
+        name = f"{prefix}{c.get('name') or i}/"  # leaf sets are named by their path: names are unique per list only
+        children: list[int] = []
+        req = _topology_key(c.get("schedulingConstraints"), f"{at}.schedulingConstraints", problems)
+        inner = _templates(c.get("podGroupTemplates"), f"{at}.podGroupTemplates", name, pod_sets, children, problems)
+        inner = _composites(c.get("compositePodGroupTemplates"), f"{at}.compositePodGroupTemplates", name, depth + 1,
+                            pod_sets, children, problems) or inner
+        req = req or inner  # the composite's own domain holds all its pods: it wins over a child's
+        gang = shape.mapping(c.get("schedulingPolicy"), f"{at}.schedulingPolicy", problems).get("gang")
+        k = None
+        if gang is not None:
+            k = _count(shape.mapping(gang, f"{at}.schedulingPolicy.gang", problems).get("minGroupCount"),
+                       f"{at}.schedulingPolicy.gang.minGroupCount", problems)
+        minima.append(sum(sorted(children)[:k]) if k is not None else sum(children))
+        required = required or req
+    return required
+
+
 def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     """A group object of `family` as a GroupInfo; bad fields become problems, never exceptions."""
     problems: list[Problem] = []
@@ -141,18 +200,7 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
         minimum = _gang_min(spec.get("schedulingPolicy"), "spec.schedulingPolicy", problems)
         required = _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints", problems)
     elif family == "workload":
-        # v1alpha1: spec.podGroups[].policy; v1alpha2+: spec.podGroupTemplates[].schedulingPolicy
-        key = "podGroupTemplates" if spec.get("podGroupTemplates") else "podGroups"
-        groups = shape.items(spec.get(key), f"spec.{key}", problems)
-        total = 0
-        for i, g in enumerate(groups):
-            path = f"spec.{key}[{i}]"
-            pol = g.get("schedulingPolicy") if "schedulingPolicy" in g else g.get("policy")
-            n = _gang_min(pol, f"{path}.{'schedulingPolicy' if 'schedulingPolicy' in g else 'policy'}", problems)
-            pod_sets.append(PodSet(str(g.get("name") or i), n or 0, 0))
-            total += n or 0
-            required = required or _topology_key(g.get("schedulingConstraints"), f"{path}.schedulingConstraints", problems)
-        minimum = total or None
+        minimum, required = _upstream_workload(spec, pod_sets, problems)
     elif family == "kueue":
         total = 0
         min_gpus = 0

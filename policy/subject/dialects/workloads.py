@@ -1,4 +1,4 @@
-"""Workload objects (Job, JobSet, LeaderWorkerSet, PyTorchJob, TrainJob, RayCluster/RayJob, Deployment, StatefulSet, ReplicaSet) as pod templates.
+"""Workload objects (Job, JobSet, LeaderWorkerSet, PyTorchJob, TrainJob, RayCluster/RayJob, Deployment, StatefulSet, ReplicaSet, KAITO Workspace) as pod templates.
 
 Each kind is read into `Template`s: a named pod set of `count` pods (replicas × pods per
 replica), its own minimum, the pod template (or, for a TrainJob, the per-node resources)
@@ -14,6 +14,7 @@ from typing import Mapping
 from policy.subject.model import Problem
 
 from .common import BAD_OBJECT, EMPTY, MALFORMED
+from .kaito import read_workspace
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -30,6 +31,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("apps", "Deployment"): "replicas",
     ("apps", "StatefulSet"): "replicas",
     ("apps", "ReplicaSet"): "replicas",
+    ("kaito.sh", "Workspace"): "workspace",
 }
 WORKLOAD_KIND_NAMES = frozenset(kind for _, kind in KINDS)
 # Kinds whose pods must start together: judged as one gang of their pod sets.
@@ -46,6 +48,7 @@ RESOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "Deployment": ("deployments", "apps", ("v1",)),
     "StatefulSet": ("statefulsets", "apps", ("v1",)),
     "ReplicaSet": ("replicasets", "apps", ("v1",)),
+    "Workspace": ("workspaces", "kaito.sh", ("v1alpha1", "v1beta1")),
 }
 
 
@@ -58,6 +61,7 @@ class Template:
     minimum: int | None  # None: the whole set
     pod: Mapping  # a Pod-shaped {"metadata", "spec"} built from the template
     spec_path: tuple[str, ...] | None  # where the template's pod spec sits in the object (None: no template in the object)
+    where: str | None = None  # where a demand problem points when there is no template path (else the path, dotted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,12 +232,19 @@ _READERS = {
 }
 
 
-def read_workload(obj: Mapping, reader: str) -> Read:
-    """A workload object's templates; bad counts become problems (and the controller's default), never exceptions."""
+def read_workload(obj: Mapping, reader: str, snapshot=None) -> Read:
+    """A workload object's templates; bad counts become problems (and the controller's default), never exceptions.
+
+    `snapshot` sizes the kinds whose pods take a node's GPUs (a KAITO Workspace); None: not known.
+    """
     meta = _map(obj.get("metadata"))
     problems: list[Problem] = []
-    spec = _object(obj.get("spec"), "spec", problems)
     ns = meta.get("namespace") if type(meta.get("namespace")) is str else None
+    if reader == "workspace":  # no `spec`: resource / inference / tuning at the top
+        sets = read_workspace(obj, ns, snapshot, problems)
+        templates = [Template(s.name, s.count, None, s.pod, s.spec_path, s.where) for s in sets]
+        return Read(tuple(templates), False, None, tuple(problems))
+    spec = _object(obj.get("spec"), "spec", problems)
     templates, suspended = _READERS[reader](obj, spec, ns, problems)
     annotations = _map(meta.get("annotations"))
     exclusive = annotations.get(JOBSET_EXCLUSIVE) if reader == "jobset" else annotations.get(LWS_EXCLUSIVE) if reader == "lws" else None
