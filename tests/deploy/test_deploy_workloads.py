@@ -41,7 +41,12 @@ def _strip_gpus(node):
             _strip_gpus(item)
 
 
-@pytest.mark.parametrize("obj", OBJECTS, ids=lambda o: o["kind"])
+def node_sized(obj) -> bool:
+    """A KAITO preset or tuning Workspace: its pods take a node's GPUs, which no field of the object names."""
+    return obj["kind"] == "Workspace" and ("tuning" in obj or "preset" in obj.get("inference", {}))
+
+
+@pytest.mark.parametrize("obj", [o for o in OBJECTS if not node_sized(o)], ids=lambda o: o["kind"])
 def test_a_workload_asking_no_gpu_is_not_sent(obj):
     obj = copy.deepcopy(obj)
     _strip_gpus(obj)
@@ -50,3 +55,29 @@ def test_a_workload_asking_no_gpu_is_not_sent(obj):
 
 def test_kube_system_workloads_are_never_sent():
     assert hits(OBJECTS[0], namespace="kube-system") == set()
+
+
+@pytest.mark.parametrize("obj", [o for o in OBJECTS if node_sized(o)], ids=lambda o: o["metadata"]["name"])
+def test_a_kaito_preset_or_tuning_workspace_is_always_sent(obj):
+    obj = copy.deepcopy(obj)
+    _strip_gpus(obj)  # the partition's MIG label selector, if any: still sent, the instance type decides
+    assert hits(obj) == {"workloads.validate.allot.io", "workloads.mutate.allot.io"}
+
+
+def test_a_workspace_running_nothing_is_not_sent():
+    ws = next(o for o in OBJECTS if o["kind"] == "Workspace")
+    ws = {k: v for k, v in ws.items() if k not in ("inference", "tuning")}
+    assert hits(ws) == set()
+
+
+@pytest.mark.parametrize("api", ["scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1beta1"])
+def test_every_served_version_of_the_upstream_workload_is_sent(api):
+    wl = {"apiVersion": api, "kind": "Workload", "metadata": {"name": "w", "namespace": "team-a"},
+          "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}}]}}
+    req = wrap_manifest(wl, user="alice", groups=["dev"], operation="CREATE")["request"]
+    assert req["resource"] == {"group": "scheduling.k8s.io", "version": api.split("/")[1], "resource": "workloads"}
+    assert set(api_hits(req)) == {"groups.validate.allot.io"}
+
+
+def api_hits(req):
+    return set(api.intercepting(m.validating_configuration(CONTRACT), req)) | set(api.intercepting(m.mutating_configuration(CONTRACT), req))

@@ -11,7 +11,7 @@ never a silent zero. Field names as in kaito-project/kaito api/v1beta1/workspace
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 from policy.subject.model import Problem
 
@@ -126,8 +126,9 @@ def _per_node(resource: Mapping, instance_type: str, labels: dict, what: str, sn
         else:
             shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "{}"
             field_, whom = f"resource.labelSelector {shown}", "matching it"
-        problems.append(Problem(UNKNOWN_TYPE, f"{field_}: no node in the cluster state {whom} reports {GPU}, so the GPUs of the "
-                                              f"{what} are not known; not counted here (judged when KAITO creates its pods)"))
+        # Said first, as an admission warning keeps 120 characters: what is unknown, then why.
+        problems.append(Problem(UNKNOWN_TYPE, f"{field_}: GPUs per node unknown, {what} not counted (no node in the cluster "
+                                              f"state {whom} reports {GPU}; KAITO's pods are judged when created)"))
         return {}, selector
     if product and PRODUCT_LABEL not in selector:
         selector[PRODUCT_LABEL] = product

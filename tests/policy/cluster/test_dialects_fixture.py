@@ -31,6 +31,7 @@ CASES = [
     Case("kueue-0", 1000, want_gang="kq", want_min=2),
     Case("upstream-0", 1000, want_gang="upstream-pg", want_min=2, want_required="topology.acme.io/block"),
     Case("workload-0", 1000, want_gang="upstream-wl/workers", want_min=8),
+    Case("beta-0", 2000, want_gang="beta-wl-slice-a-0", want_min=4, want_required="topology.acme.io/rack"),  # 1.37 v1beta1 PodGroup
     Case("hami-0", 300, 300, 6000 * MI),  # 6000 of 23034 MiB is 261 milli; cores 30% is larger
     Case("mig-0", 143, 143, 10 * 2**30),
     Case("dra-shared-0", 250, 250, 20389 * MI),
@@ -49,4 +50,7 @@ def test_every_dialect_in_the_fixture(case):
 def test_fixture_group_objects_and_liveness():
     assert {g.family for g in SNAP.groups()} == {"coscheduling", "volcano", "kai", "podgroup", "workload", "kueue"}
     assert SNAP.group("ml", "kueue-wl").min_gpus == 8000
+    beta = SNAP.group("ml", "beta-wl", "workload")  # v1beta1 composite gang: any one of its two groups of 4 may start
+    assert (beta.min_members, beta.topology_required, [(ps.name, ps.count) for ps in beta.pod_sets]) == (
+        4, "topology.acme.io/block", [("replicas/slice-a", 4), ("replicas/slice-b", 4)])
     assert not is_live(SNAP.pod("ml", "done-0"))
