@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from lang import ir
 from policy.manifests import cel
 from policy.manifests import match
-from policy.manifests.scope import NamespaceScope, needs_gpu, scope_of, union_scopes
+from policy.manifests.scope import NamespaceScope, kind_pin, needs_gpu, scope_of, union_scopes
 from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
 from policy.subject.workloads import SCALABLE
 
@@ -63,6 +63,16 @@ class _Contributor:
     reads_operation: bool = False
     conditions: tuple[ir.Expr | None, ...] = ()  # selector, when: what must hold for it to act
     needs_gpu: bool = False  # by its meaning (quota, fraction, gang, priority default), whatever the conditions
+    kinds: frozenset[str] | None = None  # the only kinds it can act on (`kind == "Workload"` in its for/when); None: any
+
+
+POD_KINDS = frozenset({"Pod"})
+WORKLOAD_KINDS = frozenset(WORKLOAD_RESOURCES)
+
+
+def _for(contributors: list[_Contributor], kinds: frozenset[str]) -> list[_Contributor]:
+    """The contributors that may act on one of `kinds`: a rule `for kind == "Workload"` widens no pod entry."""
+    return [c for c in contributors if c.kinds is None or c.kinds & kinds]
 
 
 def _mentions_operation(*exprs: ir.Expr | None) -> bool:
@@ -76,6 +86,7 @@ def _rule_contributor(r: ir.Rule) -> _Contributor:
         enforce=r.mode == "enforce",
         reads_operation=_mentions_operation(r.selector, r.when),
         conditions=(r.selector, r.when),
+        kinds=kind_pin(r.selector, r.when),
     )
 
 
@@ -241,9 +252,9 @@ def _metadata(name: str, target: Target) -> dict:
 def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
     """The ValidatingWebhookConfiguration: GPU pods, gang group objects, agent requests."""
     entries = [
-        _pod_entry("pods.validate.allot.io", "/validate", target, validating_pod_contributors(ps), mutating=False),
+        _pod_entry("pods.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), POD_KINDS), mutating=False),
         _group_entry(ps, target),
-        _workload_entry("workloads.validate.allot.io", "/validate", target, validating_pod_contributors(ps), mutating=False),
+        _workload_entry("workloads.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), WORKLOAD_KINDS), mutating=False),
         _agent_entry(ps, target),
     ]
     return {"apiVersion": API, "kind": "ValidatingWebhookConfiguration", "metadata": _metadata(VALIDATING_NAME, target),
@@ -275,7 +286,7 @@ _TEMPLATE_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=False, need
 def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
     """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches;
     upstream PodGroups the default priority patches."""
-    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, mutating_pod_contributors(ps), mutating=True),
+    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, _for(mutating_pod_contributors(ps), POD_KINDS), mutating=True),
                _priority_group_entry(ps, target),
                _workload_entry("workloads.mutate.allot.io", "/mutate", target,
                                [_TEMPLATE_PRIORITY] if any(p.default for p in ps.priorities) else [], mutating=True)]

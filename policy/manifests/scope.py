@@ -146,3 +146,24 @@ def union_scopes(scopes: Iterable[NamespaceScope | None]) -> NamespaceScope | No
             return None
         out, seen = out.union(s), True
     return out if seen else None
+
+
+def kind_pin(*conditions: ir.Expr | None) -> frozenset[str] | None:
+    """Kinds outside which a conjunction of conditions is certainly false (`kind == "Workload"`), or None when not pinned."""
+    present = tuple(c for c in conditions if c is not None)
+    return _kinds(ir.And(present, NO_SPAN)) if present else None
+
+
+def _kinds(expr: ir.Expr) -> frozenset[str] | None:
+    if isinstance(expr, ir.Compare) and expr.op == "==":
+        for a, b in ((expr.left, expr.right), (expr.right, expr.left)):
+            if isinstance(a, ir.Field) and a.name == "kind" and isinstance(b, ir.Lit) and isinstance(b.value, str):
+                return frozenset({b.value})
+        return None
+    if isinstance(expr, ir.And):  # every pinned conjunct must hold: the intersection
+        pins = [k for k in map(_kinds, expr.items) if k is not None]
+        return frozenset.intersection(*pins) if pins else None
+    if isinstance(expr, ir.Or):  # any branch may hold: the union, when every branch is pinned
+        pins = [_kinds(i) for i in expr.items]
+        return None if not pins or any(k is None for k in pins) else frozenset().union(*pins)
+    return None

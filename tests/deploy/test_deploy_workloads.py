@@ -81,3 +81,16 @@ def test_every_served_version_of_the_upstream_workload_is_sent(api):
 
 def api_hits(req):
     return set(api.intercepting(m.validating_configuration(CONTRACT), req)) | set(api.intercepting(m.mutating_configuration(CONTRACT), req))
+
+
+@pytest.mark.parametrize("kind, want_pods, want_workloads", [
+    ("Workload", False, False),  # a group object: neither entry
+    ("Workspace", False, True),
+    ("Pod", True, False),
+])
+def test_a_rule_pinned_to_a_kind_widens_only_the_entries_of_that_kind(kind, want_pods, want_workloads):
+    from lang import ir
+
+    rule = b.deny_rule("pinned", ir.And((b.eq("namespace", "train"), b.eq("kind", kind)), b.S))
+    names = {w["name"] for w in m.validating_configuration(ir.PolicySet(rules=(rule,)))["webhooks"]}
+    assert ("pods.validate.allot.io" in names, "workloads.validate.allot.io" in names) == (want_pods, want_workloads)
