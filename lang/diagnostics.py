@@ -101,6 +101,31 @@ def summarize(diags: list[Diagnostic], files: int) -> str:
     return f"checked {files} {noun}: {errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
 
 
+def sarif_result(rule_id: str, level: str, text: str, uri: str, region: dict) -> dict:
+    """One SARIF result at `uri` and `region` (`level`: error, warning or note)."""
+    return {
+        "ruleId": rule_id,
+        "level": level,
+        "message": {"text": text},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": region}}],
+    }
+
+
+def sarif_log(rules: list[dict], results: list[dict], tool_version: str = "0.1.0") -> dict:
+    """A SARIF 2.1.0 log with one run of the `allot` driver (shared by `check` and `lint`)."""
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "allot", "version": tool_version, "rules": rules}},
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
+
+
 def to_sarif(diags: list[Diagnostic], tool_version: str = "0.1.0") -> dict:
     """A SARIF 2.1.0 log with one run, for GitHub code scanning."""
     from lang.codes import CODES
@@ -114,22 +139,5 @@ def to_sarif(diags: list[Diagnostic], tool_version: str = "0.1.0") -> dict:
         if s.end_line >= s.line and s.end_col >= 1:
             region.update(endLine=max(s.end_line, 1), endColumn=max(s.end_col, 1))
         text = d.message + (f" (help: {d.help})" if d.help else "")
-        results.append(
-            {
-                "ruleId": d.code,
-                "level": "error" if d.severity == "error" else "warning",
-                "message": {"text": text},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": s.path}, "region": region}}],
-            }
-        )
-    return {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": {"name": "allot", "version": tool_version, "rules": rules}},
-                "columnKind": "unicodeCodePoints",
-                "results": results,
-            }
-        ],
-    }
+        results.append(sarif_result(d.code, "error" if d.severity == "error" else "warning", text, s.path, region))
+    return sarif_log(rules, results, tool_version)

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fmt": ("fmt", "rewrite policy files in the canonical layout"),
     "test": ("test", "run policy test cases"),
     "eval": ("eval", "decide one admission request offline"),
+    "lint": ("lint", "judge Kubernetes manifests in git with the webhook's engine"),
     "place": ("place", "ask the placement evaluator where a gang fits"),
     "simulate": ("simulate", "replay a trace through a policy set and a scheduler model"),
     "serve": ("serve", "run the admission webhook over HTTPS"),

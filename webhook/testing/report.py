@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from typing import Iterator
 
 from policy.testing.expect import Mismatch
+from webhook.junit import finish, testsuites
 from webhook.testing.runner import CaseOutcome, Run
 
 
@@ -67,8 +68,7 @@ def junit_xml(run: Run) -> str:
     suites: dict[str, list[CaseOutcome]] = {}
     for o in run.outcomes:
         suites.setdefault(o.file, []).append(o)
-    root = ET.Element("testsuites", name="allot test", tests=str(len(run.outcomes) + len(run.file_errors)))
-    fails = errors = 0
+    root = testsuites("allot test")
     for file, outcomes in suites.items():
         suite = ET.SubElement(root, "testsuite", name=file, tests=str(len(outcomes)))
         f = e = 0
@@ -85,13 +85,8 @@ def junit_xml(run: Run) -> str:
                 ET.SubElement(case, "system-out").text = "\n".join(warning_text(o, w) for w in o.warnings)
         suite.set("failures", str(f))
         suite.set("errors", str(e))
-        fails, errors = fails + f, errors + e
     for file, message in run.file_errors:
         suite = ET.SubElement(root, "testsuite", name=file, tests="1", failures="0", errors="1")
         case = ET.SubElement(suite, "testcase", classname=file, name="(file)", file=file)
         ET.SubElement(case, "error", message=message.splitlines()[0]).text = message
-        errors += 1
-    root.set("failures", str(fails))
-    root.set("errors", str(errors))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return finish(root)

@@ -1,0 +1,126 @@
+"""Judge each manifest with the webhook's engine, offline: a CREATE by one identity, against an optional snapshot.
+
+The policy set is compiled once and one `Engine` decides every object (mutating side, so
+`set` rules report what they would write and the JSONPatch of the fill comes back too);
+nothing is reserved, so every object is judged alone against the snapshot. Without a
+snapshot, findings that need cluster state (policy/lint/fields.py CLUSTER_CODES) are
+notes that say so, never violations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from policy.cluster.snapshot import ClusterSnapshot
+from policy.engine import Engine
+from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, reason_path
+from policy.lint.scope import governed
+from policy.subject.normalize import normalize
+from webhook.cli.eval import build_request
+from webhook.errors import UsageError
+from webhook.lint.finding import SEVERITY_OF_MODE, Finding
+from webhook.lint.reader import Document
+
+BAD_OBJECT = "ManifestNotAdmissible"  # the object cannot be wrapped into an AdmissionReview
+PATCH = "AdmissionPatch"  # a JSONPatch op the mutating webhook would send (a `set` or the default priority)
+NOT_JUDGED = " (not judged: no --cluster, so usage and nodes are unknown)"
+ALONE = " (with nothing else running: the object alone is over the quota)"
+
+
+@dataclass(slots=True)
+class Judged:
+    """One object's outcome: its findings, the fill (JSONPatch ops) and whether the policy set governs its kind."""
+
+    doc: Document
+    findings: list[Finding] = field(default_factory=list)
+    patch: tuple = ()
+    sets: list[tuple[tuple[str, ...], str]] = field(default_factory=list)  # warn/audit `set`s: (path, value) to fill
+    governed: bool = True
+    unjudged: int = 0  # capacity findings shown as notes for want of --cluster
+
+
+class Linter:
+    """A policy set compiled once, deciding manifests one by one."""
+
+    def __init__(self, policy_set, *, snapshot: ClusterSnapshot | None, user: str, groups: tuple[str, ...],
+                 now: float, namespace: str | None = None):
+        self.engine = Engine(policy_set)
+        self.governed = governed(policy_set)
+        self.cluster = snapshot is not None
+        self.snapshot = snapshot if snapshot is not None else ClusterSnapshot()
+        self.user, self.groups, self.now, self.namespace = user, groups, now, namespace
+
+    def judge(self, doc: Document) -> Judged:
+        """Decide one object and locate every reason in its manifest."""
+        obj = doc.obj
+        out = Judged(doc)
+        covered = self.governed.covers(obj["apiVersion"], obj["kind"])
+        if not covered and not self.governed.agents_any:
+            out.governed = False
+            return out
+        obj = self._with_namespace(obj)
+        try:
+            request = build_request(obj, user=self.user, groups=self.groups, operation="CREATE")
+        except UsageError as exc:
+            out.findings.append(Finding(doc.path, doc.line, 1, BAD_OBJECT, "error", str(exc).removeprefix("request: "),
+                                        object_line=doc.line, object=_who(obj)))
+            return out
+        decision = self.engine.decide(request, self.snapshot, self.now, mutate=True, reserve=False)
+        if not covered and not decision.blocks and not decision.reasons:
+            out.governed = False  # only an agents block could have governed it, and none did
+            return out
+        out.patch = decision.patch
+        if not decision.reasons and not decision.patch:
+            return out
+        w = self.engine.enrich(normalize(request, self.snapshot))  # only for objects with something to say
+        who = _who(obj)
+        for r in decision.reasons:
+            severity = SEVERITY_OF_MODE.get(r.mode, "error")
+            message = r.message
+            if not self.cluster:
+                if needs_cluster(r.code, r.data):
+                    severity, message = "note", message + NOT_JUDGED
+                    out.unjudged += 1
+                elif r.code in QUOTA_CODES:
+                    message += ALONE
+            if r.code == "RuleWouldSet" and isinstance(r.data.get("path"), list):
+                out.sets.append((tuple(str(p) for p in r.data["path"]), str(r.data.get("value"))))
+            keys = reason_path(r.code, r.block, r.message, r.data, w)
+            out.findings.append(self._located(doc, keys, r.code, severity, message, r.block,
+                                              r.location if r.location != "request" else None, HELP.get(r.code), who))
+        for op in decision.patch:
+            keys = tuple(t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:])
+            value = f" = {op['value']!r}" if "value" in op else ""
+            out.findings.append(self._located(doc, keys, PATCH, "note", f"admission would {op['op']} {op['path']}{value}",
+                                              None, None, "`allot lint --fix` writes it into the manifest", who))
+        return out
+
+    def _with_namespace(self, obj: dict) -> dict:
+        meta = obj.get("metadata")
+        if self.namespace is None or (isinstance(meta, dict) and meta.get("namespace")):
+            return obj
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta["namespace"] = self.namespace
+        return {**obj, "metadata": meta}
+
+    @staticmethod
+    def _located(doc: Document, keys, code, severity, message, block, location, help_text, who) -> Finding:
+        line, col, found = doc.field_line(keys) if keys else (doc.line, 1, ())
+        if not found:
+            line, col = doc.line, 1
+        dotted = _dotted(found) if found else None
+        return Finding(doc.path, line, col, code, severity, message, block, location, help_text, doc.line, dotted, who)
+
+
+def _dotted(keys: tuple[str, ...]) -> str:
+    out = ""
+    for k in keys:
+        out += f"[{k}]" if k.isdigit() or "." in k or "/" in k else ("." + k if out else k)
+    return out
+
+
+def _who(obj: dict) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns + '/' if isinstance(ns, str) and ns else ''}{name}"
