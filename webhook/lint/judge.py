@@ -9,11 +9,13 @@ notes that say so, never violations.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, reason_path
+from policy.lint.patches import Authors
 from policy.lint.scope import governed
 from policy.subject.normalize import normalize
 from webhook.cli.eval import build_request
@@ -46,6 +48,7 @@ class Linter:
                  now: float, namespace: str | None = None):
         self.engine = Engine(policy_set)
         self.governed = governed(policy_set)
+        self.authors = Authors(policy_set)
         self.cluster = snapshot is not None
         self.snapshot = snapshot if snapshot is not None else ClusterSnapshot()
         self.user, self.groups, self.now, self.namespace = user, groups, now, namespace
@@ -89,10 +92,12 @@ class Linter:
             out.findings.append(self._located(doc, keys, r.code, severity, message, r.block,
                                               r.location if r.location != "request" else None, HELP.get(r.code), who))
         for op in decision.patch:
-            keys = tuple(t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:])
-            value = f" = {op['value']!r}" if "value" in op else ""
-            out.findings.append(self._located(doc, keys, PATCH, "note", f"admission would {op['op']} {op['path']}{value}",
-                                              None, None, "`allot lint --fix` writes it into the manifest", who))
+            author, keys = self.authors.of(op)
+            value = f" = {json.dumps(op['value'])}" if "value" in op else ""
+            out.findings.append(self._located(
+                doc, keys, PATCH, "note", f"admission would {op['op']} {op['path']}{value}",
+                author.block if author else None, author.location if author else None,
+                "`allot lint --fix` writes it into the manifest", who))
         return out
 
     def _with_namespace(self, obj: dict) -> dict:

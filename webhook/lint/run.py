@@ -1,12 +1,20 @@
-"""One lint run: read every path, judge every object with one engine, collect findings and counts."""
+"""One lint run: read every path, judge every object with one engine, collect findings and counts.
+
+Large runs are split over worker processes forked after the engine is built (so the
+policy set is still compiled once); each worker reads and judges a contiguous slice of the
+files and sends back the findings and a slim record per object.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from webhook.lint.finding import Finding
 from webhook.lint.judge import Judged, Linter
-from webhook.lint.reader import read_paths
+from webhook.lint.reader import STDIN, Document, Read, expand, read_files
+
+PARALLEL_FROM = 400  # files: below this, forking costs more than it saves
 
 
 @dataclass(slots=True)
@@ -40,16 +48,69 @@ class Report:
         return any(f.severity == "error" for f in self.findings)
 
 
-def lint(paths: list[str], linter: Linter, *, stdin=None, cluster: str | None = None) -> Report:
-    """Read `paths` and judge each object; findings sorted by file, line, column and code."""
-    read = read_paths(paths, stdin)
-    report = Report(texts=read.texts, files=read.files, cluster=cluster, invalid=list(read.findings))
-    findings = list(read.findings)
-    for doc in read.documents:
-        j = linter.judge(doc)
-        report.judged.append(j)
+_LINTER: Linter | None = None  # the forked workers' engine (inherited, never pickled)
+
+
+def _slim(j: Judged) -> Judged:
+    obj = j.doc.obj
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    keep = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "generateName", "namespace") if isinstance(meta.get(k), str)}}
+    return Judged(Document(j.doc.path, j.doc.line, keep, None, j.doc.item), j.findings, j.patch, j.sets, j.governed, j.unjudged)
+
+
+def _work(files: list[str]) -> tuple[Read, list[Judged]]:
+    read = read_files(files)
+    judged = [_slim(_LINTER.judge(d)) for d in read.documents]
+    read.documents, read.texts = [], {p: "" for p in read.texts}  # the parent keeps only the file order
+    return read, judged
+
+
+def _parallel(files: list[str], jobs: int) -> list[tuple[Read, list[Judged]]] | None:
+    import multiprocessing
+
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform: one process
+        return None
+    per = -(-len(files) // (jobs * 4))  # a few slices per worker, so a slow slice does not hold the others
+    slices = [files[i : i + per] for i in range(0, len(files), per)]
+    with ctx.Pool(jobs) as pool:
+        return pool.map(_work, slices)
+
+
+def default_jobs(files: int) -> int:
+    """Worker processes for `files` files: the cores (at most 4) once the run is large enough."""
+    return min(os.cpu_count() or 1, 4) if files >= PARALLEL_FROM else 1
+
+
+def lint(paths: list[str], linter: Linter, *, stdin=None, cluster: str | None = None, jobs: int = 1) -> Report:
+    """Read `paths` and judge each object; findings sorted by file, line, column and code.
+
+    `jobs` > 1 judges in forked workers; their report keeps no file texts (so `--fix` runs in one process).
+    """
+    global _LINTER
+    files = expand(paths)
+    parts = None
+    if jobs > 1 and STDIN not in files and len(files) >= 2:
+        _LINTER = linter
+        try:
+            parts = _parallel(files, jobs)
+        finally:
+            _LINTER = None
+    if parts is None:
+        read = read_files(files, stdin)
+        parts = [(read, [linter.judge(d) for d in read.documents])]
+    report = Report(cluster=cluster)
+    for read, judged in parts:
+        report.files += read.files
+        report.texts.update(read.texts)
+        report.invalid.extend(read.findings)
+        report.judged.extend(judged)
+    findings = list(report.invalid)
+    for j in report.judged:
         findings.extend(j.findings)
-    order = {p: i for i, p in enumerate(dict.fromkeys([*(f.path for f in read.findings), *read.texts]))}
-    findings.sort(key=lambda f: (order.get(f.path, len(order)), f.path, f.line, f.col, f.code))
+    order = {p: i for i, p in enumerate(files)}
+    findings.sort(key=lambda f: (order.get(f.path, len(order)), f.line, f.col, f.code))
     report.findings = findings
     return report
