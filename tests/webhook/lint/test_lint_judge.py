@@ -1,0 +1,117 @@
+"""`lint` judging: each object decided by the webhook's engine, every finding located at its field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from tests.webhook.lint.lint_builders import deployment, job, jobset, line_of, write_policy
+
+from webhook.cli.eval import load_policy, load_snapshot
+from webhook.lint.judge import Linter
+from webhook.lint.run import lint
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+CLUSTER = "policies/fixtures/cluster.yaml"
+
+
+def run(tmp_path, text: str, *, cluster: str | None = None, jobs: int = 1):
+    policy = load_policy([write_policy(tmp_path)])
+    snapshot = load_snapshot(cluster) if cluster else None
+    linter = Linter(policy, snapshot=snapshot, user="kubernetes-admin", groups=("system:masters", "system:authenticated"), now=0.0)
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    return lint([str(path)], linter, cluster=cluster, jobs=jobs), str(path)
+
+
+@dataclass
+class Case:
+    name: str
+    text: str
+    want_code: str
+    want_severity: str
+    want_line_of: str  # the text of the line the finding points at
+    want_block: str | None
+    want_field: str | None
+    cluster: str | None = None
+
+
+CASES = [
+    Case("warn rule: no GPU model", deployment(), "RuleDenied", "warning", "metadata:", "rule needs-model", "metadata"),
+    Case("deny rule at the object", deployment(gpus="8", model=H100), "RuleDenied", "error", "metadata:", "rule no-huge", "metadata"),
+    Case("quota over with nothing running", deployment(gpus="2", replicas=5, model=H100), "QuotaExceeded", "error",
+         "resources:", "quota team", "spec.template.spec.containers[0].resources"),
+    Case("a Job's quota, at its container", job(gpus="3", parallelism=3), "QuotaExceeded", "error", "resources:", "quota team",
+         "spec.template.spec.containers[0].resources"),
+    Case("warn set: the label it would write", deployment(), "RuleWouldSet", "warning", "labels:", "rule team-label",
+         "metadata.labels"),
+    Case("JobSet gang with no nodes: a note", jobset(), "GangUnplaceable", "note", "nodeSelector:", "gang racks",
+         "spec.replicatedJobs[0].template.spec.template.spec.nodeSelector"),
+    Case("malformed quantity at the field", deployment(gpus="2x"), "MalformedQuantity", "error", 'nvidia.com/gpu: "2x"',
+         None, "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"),
+    Case("default priority fill at the pod spec", deployment(model=H100, labels={"team": "t"}), "AdmissionPatch", "note",
+         "    spec:", "priority batch", "spec.template.spec"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_finding_located_at_field(tmp_path, case):
+    report, path = run(tmp_path, case.text, cluster=case.cluster)
+    found = [f for f in report.findings if f.code == case.want_code]
+    assert found, [str(f) for f in report.findings]
+    f = found[0]
+    assert f.severity == case.want_severity
+    assert f.path == path
+    assert f.line == line_of(case.text, case.want_line_of)
+    assert f.object_line == line_of(case.text, "metadata:")
+    assert f.field == case.want_field
+    if case.want_block is None:
+        assert f.block in (None, "subject")
+    else:
+        assert f.block == case.want_block
+        assert "a.policy:" in f.block_location  # the line of the policy that raised it
+
+
+def test_clean_object_has_no_findings(tmp_path):
+    text = deployment(model=H100, labels={"team": "t"}).replace("  template:\n    spec:\n", "  template:\n    spec:\n      priorityClassName: batch\n")
+    report, _ = run(tmp_path, text)
+    assert [str(f) for f in report.findings] == []
+    assert not report.failed
+
+
+def test_capacity_needs_the_cluster_and_is_judged_with_it(tmp_path):
+    text = jobset(replicas=2)
+    report, _ = run(tmp_path, text)
+    gang = [f for f in report.findings if f.code == "GangUnplaceable"]
+    assert gang and gang[0].severity == "note" and "not judged" in gang[0].message
+    assert report.unjudged == 1
+    # The fixture cluster has H100 racks: the 4-pod gang fits there, and nothing is shown as unjudged.
+    with_cluster, _ = run(tmp_path, text, cluster=CLUSTER)
+    assert not [f for f in with_cluster.findings if f.code == "GangUnplaceable"]
+    assert with_cluster.unjudged == 0
+
+
+def test_gang_too_big_for_any_rack_is_an_error_with_the_cluster(tmp_path):
+    report, _ = run(tmp_path, jobset(gpus="4", replicas=40), cluster=CLUSTER)
+    codes = {(f.code, f.severity) for f in report.findings}
+    assert ("GangUnplaceable", "error") in codes
+
+
+def test_ungoverned_kinds_are_skipped_and_counted(tmp_path):
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n" + job()
+    report, _ = run(tmp_path, text)
+    assert report.skipped == 2
+    assert sum(j.governed for j in report.judged) == 1
+
+
+def test_parallel_run_reports_the_same(tmp_path):
+    texts = [deployment(name=f"d{i}", gpus=str(1 + i % 6)) for i in range(12)]
+    for i, t in enumerate(texts):
+        (tmp_path / f"f{i:02d}.yaml").write_text(t)
+    policy = load_policy([write_policy(tmp_path)])
+    linter = Linter(policy, snapshot=None, user="kubernetes-admin", groups=("system:masters",), now=0.0)
+    one = lint([str(tmp_path)], linter, jobs=1)
+    two = lint([str(tmp_path)], linter, jobs=2)
+    assert [str(f) for f in one.findings] == [str(f) for f in two.findings]
+    assert one.files == two.files == 12
+    assert any(f.severity == "error" for f in one.findings)
