@@ -87,7 +87,10 @@ class Linter:
                 elif r.code in QUOTA_CODES:
                     message += ALONE
             if r.code == "RuleWouldSet" and isinstance(r.data.get("path"), list):
-                out.sets.append((tuple(str(p) for p in r.data["path"]), str(r.data.get("value"))))
+                path, value = tuple(str(p) for p in r.data["path"]), str(r.data.get("value"))
+                if _at(obj, path) == value:
+                    continue  # the manifest already says it: nothing to fill
+                out.sets.append((path, value))
             keys = reason_path(r.code, r.block, r.message, r.data, w)
             out.findings.append(self._located(doc, keys, r.code, severity, message, r.block,
                                               r.location if r.location != "request" else None, HELP.get(r.code), who))
@@ -115,6 +118,14 @@ class Linter:
             line, col = doc.line, 1
         dotted = _dotted(found) if found else None
         return Finding(doc.path, line, col, code, severity, message, block, location, help_text, doc.line, dotted, who)
+
+
+def _at(obj, path: tuple[str, ...]):
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
 
 
 def _dotted(keys: tuple[str, ...]) -> str:

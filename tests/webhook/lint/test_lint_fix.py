@@ -1,0 +1,119 @@
+"""`lint --fix`: the fill written with comments, key order, quoting and the other documents kept."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from tests.webhook.lint.lint_builders import deployment, write_policy
+
+from webhook.cli import main
+
+FILL = """\
+priority batch 100 default
+rule owner {
+  for gpus > 0 and not ("owner" in labels)
+  set labels["owner"] = "platform"
+}
+rule team-label {
+  mode warn
+  for gpus > 0
+  set labels["team"] = namespace
+}
+"""
+
+ODD = """\
+# Team web's serving deployment.   (comments everywhere)
+kind: Deployment          # kind before apiVersion, on purpose
+apiVersion: apps/v1
+metadata:
+    namespace: team
+    name: web   # the name
+spec:
+    template:
+        spec:
+            containers:
+              - resources:
+                    limits: {nvidia.com/gpu: "1"}   # one card
+                name: main
+                image: 'registry.example/web:1'
+    replicas: 1
+---
+# a second document stays byte for byte
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+data:
+  k: "v"   # quoted
+"""
+
+ADDED = ["    labels:\n", "        owner: platform\n", "        team: team\n", "            priorityClassName: batch\n"]
+
+
+@pytest.fixture
+def policy(tmp_path):
+    return write_policy(tmp_path, FILL)
+
+
+def _lint(capsys, *argv):
+    rc = main(["lint", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_fix_keeps_everything_but_the_patched_keys(tmp_path, capsys, policy):
+    path = tmp_path / "odd.yaml"
+    path.write_text(ODD)
+    rc, out, err = _lint(capsys, "--policy", policy, "--fix", str(path))
+    assert rc == 0
+    assert out.startswith(f"# {path}\n")
+    fixed = out.split("\n", 1)[1]
+    lines = fixed.splitlines(True)
+    for added in ADDED:
+        assert added in lines
+        lines.remove(added)
+    assert "".join(lines) == ODD  # comments, key order, quoting and the ConfigMap all as they were
+    doc = next(yaml.safe_load_all(fixed))
+    assert doc["metadata"]["labels"] == {"owner": "platform", "team": "team"}
+    assert doc["spec"]["template"]["spec"]["priorityClassName"] == "batch"
+    assert "linted 1 file" in err  # the report goes to stderr, the manifest to stdout
+
+
+def test_fix_kubectl_indentation_and_existing_labels(tmp_path, capsys, policy):
+    text = deployment(labels={"tier": "web"})
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    rc, out, _ = _lint(capsys, "--policy", policy, "--fix", "--diff", str(path))
+    assert rc == 0
+    added = [l for l in out.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    assert added == ["+    owner: platform", "+    team: team", "+      priorityClassName: batch"]
+    assert not [l for l in out.splitlines() if l.startswith("-") and not l.startswith("---")]
+
+
+def test_fix_write_rewrites_in_place_and_a_second_run_has_nothing_to_fill(tmp_path, capsys, policy):
+    path = tmp_path / "odd.yaml"
+    path.write_text(ODD)
+    rc, out, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
+    assert rc == 0 and "fixed 1 object" in err
+    assert path.read_text() != ODD
+    rc, out, err = _lint(capsys, "--policy", policy, "--fix", "--diff", str(path))
+    assert out == ""  # the fill is there now: nothing more to change
+    assert "RuleWouldSet" not in err and "AdmissionPatch" not in err
+
+
+def test_fix_a_list_item_and_stdin_prints_the_whole_stream(capsys, policy, monkeypatch):
+    import io
+
+    text = "apiVersion: v1\nkind: List\nitems:\n- " + deployment().replace("\n", "\n  ").rstrip() + "\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    rc, out, _ = _lint(capsys, "--policy", policy, "--fix", "-")
+    assert rc == 0
+    item = yaml.safe_load(out)["items"][0]
+    assert item["metadata"]["labels"] == {"app": "web", "owner": "platform", "team": "team"}
+    assert item["spec"]["template"]["spec"]["priorityClassName"] == "batch"
+
+
+def test_diff_and_write_need_fix(tmp_path, capsys, policy):
+    path = tmp_path / "d.yaml"
+    path.write_text(deployment())
+    rc, _, err = _lint(capsys, "--policy", policy, "--diff", str(path))
+    assert rc == 2 and "--fix" in err
