@@ -1,0 +1,69 @@
+"""`allot lint` as a user runs it: a child process, stdin from `helm template`, exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from tests.webhook.lint.lint_builders import deployment, job, write_policy
+
+from webhook.cli import main
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def allot(*argv, stdin: str | None = None):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "webhook", *argv], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+
+
+def test_stdin_stream_like_helm_template(tmp_path):
+    policy = write_policy(tmp_path)
+    stream = "---\n# Source: chart/templates/job.yaml\n" + job(gpus="1") + "---\n" + deployment(gpus="8", model=H100)
+    proc = allot("lint", "--policy", policy, "-", stdin=stream)
+    assert proc.returncode == 1, proc.stderr
+    assert "-:5:1: warning[RuleDenied] needs-model: batch: pin a GPU model" in proc.stdout  # its metadata line in the stream
+    assert "error[RuleDenied] no-huge: web" in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("linted 1 file, 2 objects: 1 error, ")
+
+
+@pytest.mark.parametrize("argv, want_rc, want_err", [
+    (["--policy", "{policy}", "{clean}"], 0, ""),
+    (["--policy", "{policy}", "{dirty}"], 1, ""),
+    (["--policy", "{policy}", "{tmp}/missing.yaml"], 2, "no such file"),
+    (["--policy", "{tmp}/nopolicies", "{clean}"], 2, "no .policy files"),
+    (["--policy", "{policy}", "--format", "xml", "{clean}"], 2, "invalid choice"),
+    (["--policy", "{policy}", "--cluster", "{tmp}/nocluster.yaml", "{clean}"], 2, "no such cluster-state file"),
+    (["--policy", "{policy}", "--jobs", "0", "{clean}"], 2, "--jobs"),
+])
+def test_exit_codes(tmp_path, capsys, argv, want_rc, want_err):
+    policy = write_policy(tmp_path)
+    (tmp_path / "nopolicies").mkdir()
+    clean = tmp_path / "clean.yaml"
+    clean.write_text(deployment(model=H100, labels={"team": "team"}))
+    dirty = tmp_path / "dirty.yaml"
+    dirty.write_text(deployment(gpus="8"))
+    fill = {"policy": policy, "clean": str(clean), "dirty": str(dirty), "tmp": str(tmp_path)}
+    try:
+        rc = main(["lint", *(a.format(**fill) for a in argv)])
+    except SystemExit as exc:  # argparse's own usage errors exit 2 from the parser
+        rc = exc.code
+    _out, err = capsys.readouterr()
+    assert rc == want_rc
+    assert want_err in err
+
+
+def test_a_broken_file_does_not_stop_the_others(tmp_path):
+    policy = write_policy(tmp_path)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "a.yaml").write_text("kind: [\n")
+    (tmp_path / "m" / "b.yaml").write_text(deployment(gpus="8"))
+    proc = allot("lint", "--policy", policy, str(tmp_path / "m"))
+    assert proc.returncode == 1
+    assert "a.yaml:2:1: error[ManifestYamlSyntax]" in proc.stdout
+    assert "b.yaml:3:1: error[RuleDenied] no-huge" in proc.stdout
+    assert "Traceback" not in proc.stderr
