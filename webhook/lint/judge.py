@@ -61,10 +61,14 @@ class Linter:
         if not covered and not self.governed.agents_any:
             out.governed = False
             return out
+        if "metadata" in obj and not isinstance(obj["metadata"], dict):
+            out.findings.append(Finding(doc.path, doc.line, 1, BAD_OBJECT, "error", "metadata must be a mapping",
+                                        object_line=doc.line, object=f"{obj['kind']} ?"))
+            return out
         obj = self._with_namespace(obj)
         try:
             request = build_request(obj, user=self.user, groups=self.groups, operation="CREATE")
-        except UsageError as exc:
+        except (UsageError, ValueError) as exc:  # ValueError: a structure that refers to itself (merge keys and aliases)
             out.findings.append(Finding(doc.path, doc.line, 1, BAD_OBJECT, "error", str(exc).removeprefix("request: "),
                                         object_line=doc.line, object=_who(obj)))
             return out

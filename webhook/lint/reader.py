@@ -45,6 +45,10 @@ class LOADER(_BASE):  # noqa: N801 - the loader class the reader composes with
         return super().resolve(kind, value, implicit)
 
 
+class RecursiveAlias(yaml.MarkedYAMLError):
+    """An alias inside the node it names: a structure without end, which no manifest can be."""
+
+
 class _Slow(Exception):
     """The document needs PyYAML's own constructor (merge keys, unhashable keys, aliases in a cycle)."""
 
@@ -62,7 +66,7 @@ def construct(loader, node):
         got = memo.get(id(n), memo)
         if got is not memo:
             if got is None:
-                raise _Slow  # an alias inside itself
+                raise RecursiveAlias(problem="an alias refers to a node that contains it", problem_mark=n.start_mark)
             return got
         memo[id(n)] = None
         if cls is yaml.MappingNode and n.tag == _MAP:
@@ -94,6 +98,7 @@ NOT_OBJECT = "ManifestNotAnObject"
 NO_KIND = "ManifestMissingKind"
 BAD_LIST = "ManifestBadList"
 TOO_DEEP = "ManifestTooDeep"
+RECURSIVE = "ManifestRecursiveAlias"
 
 
 @dataclass(slots=True)
@@ -225,9 +230,15 @@ def _load(path: str, text: str, offset: int, docs: list[Document], findings: lis
                     _shift(node, offset)
                 _document(path, obj, node, docs, findings)
         return True
+    except RecursiveAlias as exc:
+        mark = exc.problem_mark
+        findings.append(Finding(path, mark.line + 1 + offset, mark.column + 1, RECURSIVE, "error", f"not a manifest: {exc.problem}"))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1 + offset, mark.column + 1) if mark else (offset + 1, 1)
+        last = offset + text.count("\n") + 1
+        if line > last:  # the parser's mark can sit past the end of a text without a final newline
+            line, col = last, len(text.rsplit("\n", 1)[-1]) + 1
         what = exc.problem or exc.context or "syntax error"
         findings.append(Finding(path, line, col, YAML_SYNTAX, "error", f"not valid YAML: {what}",
                                 help="fix the YAML; the other documents of the file were still linted"))

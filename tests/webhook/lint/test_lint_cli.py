@@ -67,3 +67,47 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path):
     assert "a.yaml:2:1: error[ManifestYamlSyntax]" in proc.stdout
     assert "b.yaml:3:1: error[RuleDenied] no-huge" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+# --- fuzz: whatever the text, lint answers 0, 1 or 2 and every finding is located --------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**20), st.text(max_size=8),
+                     st.sampled_from(["1", "2x", "500m", "80Gi", "nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3", "-1"]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.dictionaries(st.sampled_from(["spec", "template", "containers", "resources", "limits", "requests", "nvidia.com/gpu",
+                                     "replicas", "parallelism", "metadata", "labels", "name", "namespace", "x"]), inner, max_size=4)),
+    max_leaves=12)
+_OBJECTS = st.fixed_dictionaries(
+    {"apiVersion": st.sampled_from(["v1", "apps/v1", "batch/v1", "jobset.x-k8s.io/v1alpha2", 3]),
+     "kind": st.sampled_from(["Pod", "Deployment", "Job", "JobSet", "ConfigMap", "List", ""])},
+    optional={"metadata": _VALUES, "spec": _VALUES, "items": _VALUES})
+
+
+def _text(objs, junk):
+    import yaml
+
+    return "---\n".join(yaml.safe_dump(o) for o in objs) + junk
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(objs=st.lists(_OBJECTS, max_size=3), junk=st.one_of(st.just(""), st.text(max_size=40)))
+def test_fuzz_lint_always_answers_with_located_findings(tmp_path, capsys, objs, junk):
+    import json
+
+    policy = write_policy(tmp_path)
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(_text(objs, junk))
+    rc = main(["lint", "--policy", policy, "--format", "json", str(path)])
+    out, err = capsys.readouterr()
+    assert rc in (0, 1, 2), err
+    assert "internal error" not in err
+    if rc != 2:
+        doc = json.loads(out)
+        lines = path.read_text().count("\n") + 1
+        for f in doc["findings"]:
+            assert 1 <= f["line"] <= lines and f["column"] >= 1 and f["code"]
+        assert rc == (1 if doc["summary"]["errors"] else 0)
