@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compile": ("compile", "emit webhook configurations, PriorityClasses and a bundle"),
     "certs": ("certs", "generate a CA and a serving certificate"),
     "bundle": ("bundle", "keygen / sign / verify policy bundles"),
-    "bench": ("bench", "benchmarks: check, eval, place, serve"),
+    "bench": ("bench", "benchmarks: check, eval, place, serve, simulate, ledger, lint"),
 }
 
 
