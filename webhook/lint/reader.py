@@ -88,6 +88,7 @@ def construct(loader, node):
     except _Slow:
         return loader.construct_document(node)
 SUFFIXES = (".yaml", ".yml")
+TEST_SUFFIXES = (".test.yaml", ".test.yml")  # `allot test` case files beside policies: not manifests
 STDIN = "-"
 _MARKER = re.compile(r"^---(?=[ \t\r]|$)", re.MULTILINE)
 
@@ -142,7 +143,7 @@ class Read:
 
 
 def expand(paths: list[str]) -> list[str]:
-    """Files to read: each file named, every *.yaml/*.yml under each directory (sorted, hidden ones skipped)."""
+    """Files to read: each file named, every *.yaml/*.yml under each directory (sorted; hidden ones and *.test.yaml skipped)."""
     out: list[str] = []
     for p in paths:
         if p == STDIN:
@@ -151,7 +152,8 @@ def expand(paths: list[str]) -> list[str]:
             found = []
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(os.path.join(root, f) for f in files if f.endswith(SUFFIXES) and not f.startswith("."))
+                found.extend(os.path.join(root, f) for f in files
+                             if f.endswith(SUFFIXES) and not f.startswith(".") and not f.endswith(TEST_SUFFIXES))
             out.extend(sorted(found))
         elif os.path.exists(p):
             out.append(p)

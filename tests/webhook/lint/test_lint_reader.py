@@ -84,7 +84,7 @@ def test_direct_constructor_builds_what_safe_load_builds():
 def test_directories_expand_to_yaml_files_sorted_hidden_skipped(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / ".git").mkdir()
-    for p in ("b/z.yml", "b/a.yaml", "c.yaml", "notes.txt", ".git/x.yaml", "b/.hidden.yaml"):
+    for p in ("b/z.yml", "b/a.yaml", "c.yaml", "notes.txt", ".git/x.yaml", "b/.hidden.yaml", "b/quota.test.yaml"):
         (tmp_path / p).write_text(job())
     assert [p.removeprefix(str(tmp_path) + "/") for p in expand([str(tmp_path)])] == ["b/a.yaml", "b/z.yml", "c.yaml"]
 
