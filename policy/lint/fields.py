@@ -156,7 +156,10 @@ def reason_path(code: str, block: str, message: str, data: Mapping, w) -> tuple[
             if isinstance(spec, Mapping) and key in spec:
                 return spec_path + (key,)
         return spec_path
-    if code == "UnknownPriorityClass":
+    if code == "UnknownPriorityClass":  # the template that names the class, not only the first GPU one
+        for path in w.template_paths:
+            if path is not None and _lookup(obj, tuple(path) + ("priorityClassName",)) == data.get("class"):
+                return tuple(path) + ("priorityClassName",)
         return spec_path + ("priorityClassName",)
     if code == "RuleWouldSet":
         path = data.get("path")

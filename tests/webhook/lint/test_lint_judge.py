@@ -36,6 +36,20 @@ class Case:
     cluster: str | None = None
 
 
+TWO_SETS = jobset() + """\
+  - name: evaluator
+    replicas: 1
+    template:
+      spec:
+        template:
+          spec:
+            priorityClassName: nightly
+            containers:
+            - name: eval
+              resources:
+                limits: {nvidia.com/gpu: "1"}
+"""
+
 CASES = [
     Case("warn rule: no GPU model", deployment(), "RuleDenied", "warning", "metadata:", "rule needs-model", "metadata"),
     Case("deny rule at the object", deployment(gpus="8", model=H100), "RuleDenied", "error", "metadata:", "rule no-huge", "metadata"),
@@ -49,6 +63,8 @@ CASES = [
          "spec.replicatedJobs[0].template.spec.template.spec.nodeSelector"),
     Case("malformed quantity at the field", deployment(gpus="2x"), "MalformedQuantity", "error", 'nvidia.com/gpu: "2x"',
          None, "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"),
+    Case("unknown class: the template that names it", TWO_SETS, "UnknownPriorityClass", "error", "priorityClassName: nightly",
+         "priority", "spec.replicatedJobs[1].template.spec.template.spec.priorityClassName"),
     Case("default priority fill at the pod spec", deployment(model=H100, labels={"team": "t"}), "AdmissionPatch", "note",
          "    spec:", "priority batch", "spec.template.spec"),
 ]
