@@ -25,7 +25,7 @@ _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.o
 _RESOLVED: dict[tuple[str, bool], str] = {}  # plain scalar text -> its tag: keys and values recur in every manifest
 
 
-class LOADER(_BASE):  # noqa: N801 - the loader class the reader composes with
+class ManifestLoader(_BASE):
     """PyYAML's C loader with a memo of implicit tags (the pure-Python resolver cost half the read)."""
 
     def resolve(self, kind, value, implicit):
@@ -222,7 +222,7 @@ def chunks(text: str) -> Iterator[tuple[int, str]]:
 
 def _load(path: str, text: str, offset: int, docs: list[Document], findings: list[Finding]) -> bool:
     """Append the documents of `text` (lines shifted by `offset`); False after a YAML error (its finding appended)."""
-    loader = LOADER(text)
+    loader = ManifestLoader(text)
     try:
         while loader.check_node():
             node = loader.get_node()

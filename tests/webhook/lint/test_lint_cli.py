@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.webhook.lint.lint_builders import deployment, job, write_policy
 
 from webhook.cli import main
@@ -71,8 +73,6 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path):
 
 # --- fuzz: whatever the text, lint answers 0, 1 or 2 and every finding is located --------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**20), st.text(max_size=8),
                      st.sampled_from(["1", "2x", "500m", "80Gi", "nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3", "-1"]))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.webhook.lint.lint_builders import deployment, job, line_of
 
 from webhook.errors import UsageError
-from webhook.lint.reader import LOADER, construct, expand, parse, read_paths
+from webhook.lint.reader import ManifestLoader, construct, expand, parse, read_paths
 
 
 @dataclass
@@ -74,7 +74,7 @@ def test_field_line_after_a_broken_document_counts_the_lines_before_it():
 def test_direct_constructor_builds_what_safe_load_builds():
     text = ("a: &x {b: 1, c: [1, 2.5, true, null, 's', 2020-01-01, 0x10, 1e3, ~, yes, !!str 3]}\n"
             "d: *x\ne: {<<: *x, f: 2}\n'1': one\n2: two\n")
-    loader = LOADER(text)
+    loader = ManifestLoader(text)
     try:
         assert construct(loader, loader.get_single_node()) == yaml.safe_load(text)
     finally:
