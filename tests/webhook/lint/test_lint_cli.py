@@ -111,3 +111,20 @@ def test_fuzz_lint_always_answers_with_located_findings(tmp_path, capsys, objs, 
         for f in doc["findings"]:
             assert 1 <= f["line"] <= lines and f["column"] >= 1 and f["code"]
         assert rc == (1 if doc["summary"]["errors"] else 0)
+
+
+def test_user_flag_judges_as_that_identity(tmp_path, capsys):
+    """The library's CI agent may create Jobs in batch-jobs only: a ConfigMap it creates is denied, the admin's is skipped."""
+    path = tmp_path / "m.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: batch-jobs}\n---\n"
+                    "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: batch-jobs}\n"
+                    "spec:\n  template:\n    spec:\n      containers:\n      - {name: c, image: x}\n")
+    policy = ["--policy", "policies/whole-workloads", "--policy", "policies/cluster.policy"]
+    rc = main(["lint", *policy, "--user", "system:serviceaccount:ci:runner", str(path)])
+    out, _ = capsys.readouterr()
+    assert rc == 1
+    assert f"{path}:3:1: error[AgentNotAllowed] ci-runner: agents are denied by default" in out
+    assert "error[" not in out.split("AgentNotAllowed", 1)[1]  # the Job is allowed
+    rc = main(["lint", *policy, str(path)])
+    out, _ = capsys.readouterr()
+    assert rc == 0 and "1 skipped (kinds the policy set does not govern)" in out
