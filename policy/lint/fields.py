@@ -42,6 +42,7 @@ _RESOURCE_CODES = frozenset({
     "FractionSharersExceeded", "PerGpuNotEvaluated",
 })
 _PLACEMENT_CODES = frozenset({"GangUnplaceable", "GangNotYetPlaceable", "GangModelNotAllowed", "PlacementNotEvaluated"})
+_SUBJECT_CODES = _RESOURCE_CODES | _PLACEMENT_CODES | {"UnknownPriorityClass", "GangMinMembersMissing"}
 
 HELP: Mapping[str, str] = {
     "QuotaExceeded": "ask for fewer GPUs or replicas, or run in a namespace whose quota has room",
@@ -140,10 +141,20 @@ def _pod_spec_path(w) -> tuple[str, ...]:
     return tuple(paths[0]) if paths else ("spec",)
 
 
-def reason_path(code: str, block: str, message: str, data: Mapping, w) -> tuple[str, ...] | None:
-    """The manifest field behind one reason of workload `w` (its `obj`), or None when nothing narrower than the object."""
+def needs_subject(code: str, block: str) -> bool:
+    """Does `reason_path` need the normalized Workload for this reason (its templates), or does the reason say enough?"""
+    return block != "subject" and code in _SUBJECT_CODES
+
+
+def reason_path(code: str, block: str, message: str, data: Mapping, w=None) -> tuple[str, ...] | None:
+    """The manifest field behind one reason of workload `w` (its `obj`; None where `needs_subject` is false)."""
     if block == "subject":
         return problem_path(message)
+    if code == "RuleWouldSet":
+        path = data.get("path")
+        return tuple(str(p) for p in path) if isinstance(path, (list, tuple)) else ("metadata",)
+    if w is None or code not in _SUBJECT_CODES:
+        return ("metadata",)
     obj = w.obj if w.obj is not None else {}
     spec_path = _pod_spec_path(w)
     if code in _RESOURCE_CODES:
@@ -161,9 +172,6 @@ def reason_path(code: str, block: str, message: str, data: Mapping, w) -> tuple[
             if path is not None and _lookup(obj, tuple(path) + ("priorityClassName",)) == data.get("class"):
                 return tuple(path) + ("priorityClassName",)
         return spec_path + ("priorityClassName",)
-    if code == "RuleWouldSet":
-        path = data.get("path")
-        return tuple(str(p) for p in path) if isinstance(path, (list, tuple)) else ("metadata",)
     if code == "GangMinMembersMissing":
         return ("metadata", "annotations") if isinstance(_lookup(obj, ("metadata", "annotations")), Mapping) else ("metadata",)
     return ("metadata",)

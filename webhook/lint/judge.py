@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
-from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, reason_path
+from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, needs_subject, reason_path
 from policy.lint.patches import Authors
 from policy.lint.scope import governed
 from policy.subject.normalize import normalize
@@ -79,7 +79,7 @@ class Linter:
         out.patch = decision.patch
         if not decision.reasons and not decision.patch:
             return out
-        w = self.engine.enrich(normalize(request, self.snapshot))  # only for objects with something to say
+        w = None  # the normalized subject, built again only for reasons that point into a template
         who = _who(obj)
         for r in decision.reasons:
             severity = SEVERITY_OF_MODE.get(r.mode, "error")
@@ -95,6 +95,8 @@ class Linter:
                 if _at(obj, path) == value:
                     continue  # the manifest already says it: nothing to fill
                 out.sets.append((path, value))
+            if w is None and needs_subject(r.code, r.block):
+                w = self.engine.enrich(normalize(request, self.snapshot))
             keys = reason_path(r.code, r.block, r.message, r.data, w)
             out.findings.append(self._located(doc, keys, r.code, severity, message, r.block,
                                               r.location if r.location != "request" else None, HELP.get(r.code), who))
