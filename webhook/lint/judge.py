@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from policy.cluster.errors import SnapshotError
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, needs_subject, reason_path
@@ -36,7 +37,7 @@ class Judged:
     doc: Document
     findings: list[Finding] = field(default_factory=list)
     patch: tuple = ()
-    sets: list[tuple[tuple[str, ...], str]] = field(default_factory=list)  # warn/audit `set`s: (path, value) to fill
+    sets: list[tuple[tuple[str, ...], object]] = field(default_factory=list)  # warn/audit `set`s: (path, value) to fill
     governed: bool = True
     unjudged: int = 0  # capacity findings shown as notes for want of --cluster
 
@@ -52,6 +53,23 @@ class Linter:
         self.cluster = snapshot is not None
         self.snapshot = snapshot if snapshot is not None else ClusterSnapshot()
         self.user, self.groups, self.now, self.namespace = user, groups, now, namespace
+
+    def learn_namespaces(self, documents) -> int:
+        """Take the Namespace objects among `documents` into the snapshot, so rules that read `namespace.labels` see them.
+
+        A manifest repository usually declares its namespaces beside the workloads; what it
+        says is what the cluster will hold once applied, so it wins over a `--cluster` dump.
+        """
+        learned = 0
+        for doc in documents:
+            obj = doc.obj
+            if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" and isinstance(obj.get("metadata"), dict):
+                try:
+                    self.snapshot.apply("ADDED", obj)
+                except SnapshotError:
+                    continue  # judged (and reported) like any other object
+                learned += 1
+        return learned
 
     def judge(self, doc: Document) -> Judged:
         """Decide one object and locate every reason in its manifest."""
@@ -91,7 +109,7 @@ class Linter:
                 elif r.code in QUOTA_CODES:
                     message += ALONE
             if r.code == "RuleWouldSet" and isinstance(r.data.get("path"), list):
-                path, value = tuple(str(p) for p in r.data["path"]), str(r.data.get("value"))
+                path, value = tuple(str(p) for p in r.data["path"]), r.data.get("value")  # as the rule wrote it: a label's text, a limit's quantity as the request says it
                 if _at(obj, path) == value:
                     continue  # the manifest already says it: nothing to fill
                 out.sets.append((path, value))
