@@ -37,6 +37,12 @@ def _lookup(obj: object, path: tuple[str, ...]) -> object:
     return node
 
 
+def holds(obj: object, path: tuple[str, ...], value: object) -> bool:
+    """Does `obj` already hold `value` at `path` (so setting it would change nothing)?"""
+    current = _lookup(obj, path)
+    return current is not _MISSING and current == value
+
+
 class PatchBuilder:
     """Collects JSONPatch ops for one original object; `ops()` returns them in a clean apply order."""
 

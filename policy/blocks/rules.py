@@ -14,6 +14,7 @@ from lang import ir
 from policy.context import Context, where
 from policy.blocks.limits import dotted, limit_fills
 from policy.compiler.expr import render_value
+from policy.patch import holds
 
 _MAP_PATH = {"labels": ("metadata", "labels"), "annotations": ("metadata", "annotations")}
 
@@ -60,7 +61,7 @@ def make_check(
                 if mode == "enforce":
                     if ctx.patch.set(path, text):
                         ctx.note(block, loc, f"set {action.target}[{action.key!r}] = {text!r}")
-                else:  # warn/audit: report the change instead of making it
+                elif not holds(w.obj, path, text):  # warn/audit: report the change instead of making it (none when already so)
                     msg = f"{rule.name}: would set {action.target}[{action.key!r}] = {text!r}"
                     ctx.find("RuleWouldSet", block, loc, msg, mode, {"path": list(path), "value": text})
         if limits and ctx.mutate and w.obj is not None and w.operation in ("CREATE", "UPDATE"):

@@ -110,8 +110,6 @@ class Linter:
                     message += ALONE
             if r.code == "RuleWouldSet" and isinstance(r.data.get("path"), list):
                 path, value = tuple(str(p) for p in r.data["path"]), r.data.get("value")  # as the rule wrote it: a label's text, a limit's quantity as the request says it
-                if _at(obj, path) == value:
-                    continue  # the manifest already says it: nothing to fill
                 out.sets.append((path, value))
             if w is None and needs_subject(r.code, r.block):
                 w = self.engine.enrich(normalize(request, self.snapshot))
@@ -142,14 +140,6 @@ class Linter:
             line, col = doc.line, 1
         dotted = _dotted(found) if found else None
         return Finding(doc.path, line, col, code, severity, message, block, location, help_text, doc.line, dotted, who)
-
-
-def _at(obj, path: tuple[str, ...]):
-    for key in path:
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
 
 
 def _dotted(keys: tuple[str, ...]) -> str:

@@ -168,3 +168,11 @@ def test_evaluation_order_within_a_kind_and_namespace_indexing():
     assert [r.block for r in d.reasons] == ["quota q", "rule everyone", "rule only-team-a"]
     d = engine.evaluate(engine.enrich(workload(gpus=1000, namespace="team-c")), ClusterSnapshot(), 0.0)
     assert [r.block for r in d.reasons] == ["rule everyone"]
+
+
+@pytest.mark.parametrize("labels, want_codes", [({"team": "alpha"}, []), ({"team": "beta"}, ["RuleWouldSet"]), ({}, ["RuleWouldSet"])])
+def test_warn_set_reports_only_a_change(labels, want_codes):
+    set_team = rule("set", actions=[ir.SetField("labels", "team", lit("alpha", ir.Type.STRING), S)])
+    w = workload(gpus=1000, obj=_pod(labels=labels), labels=labels)
+    d = run([set_team], w, mutate=True, mode_override="warn")
+    assert d.patch == () and [r.code for r in d.reasons] == want_codes
