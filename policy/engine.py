@@ -17,10 +17,11 @@ from policy.blocks.agents import is_marked_agent
 from policy.compiler.passes import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
+from policy.manifests.cel import mentions
 from policy.blocks.gang import settle
 from policy.subject.expression import express, reads_expression
 from policy.subject.normalize import normalize, normalize_object
-from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, workload_memory
+from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, object_uid, workload_memory
 from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
 from policy.weaksub import subscribe_weakly
 
@@ -68,6 +69,9 @@ class Engine:
         self._by_namespace = self.compiled.by_namespace
         self._unkeyed = self.compiled.unkeyed
         self._identity = self.compiled.identities[0] if self.compiled.identities else None
+        # Blocks whose findings stand on a workload DELETE: agents, and rules that read `operation` (they ask for it).
+        self._judges_delete = frozenset({a.id for a in policy_set.agents} | {
+            r.id for r in policy_set.rules if any(e is not None and mentions(e, "operation") for e in (r.selector, r.when))})
         self._state: SnapshotState | None = None
         self._express = reads_expression(policy_set)
 
@@ -187,9 +191,15 @@ class Engine:
             allowed = not any(r.mode == "enforce" for r in ctx.reasons)
             # A workload object's domain is proposed, not held: its pods are not pinned to it (docs/semantics.md).
             settle(ctx, allowed, hold=reserve and not w.dry_run and not w.template_paths)
+        if w.operation == "DELETE" and w.template_paths and ctx.reasons:
+            # Workload DELETEs reach Allot to release holds; only blocks that judge deletions may refuse one.
+            ctx.reasons = [r for r in ctx.reasons if r.block in self._judges_delete]
         decision = combine(ctx)
-        if reserve and decision.allowed and ctx.reserve and not ctx.mutate and not w.dry_run:
-            commit_reservations(ctx, taken)
+        if reserve and decision.allowed and not ctx.mutate and not w.dry_run:
+            if ctx.reserve:
+                commit_reservations(ctx, taken)
+            if w.template_paths and w.operation != "CREATE" and ctx.state.quota.holds.workloads:
+                release_holds(ctx)
         return decision
 
     def _problems(self, ctx: Context) -> None:
@@ -210,8 +220,9 @@ def commit_reservations(ctx: Context, taken: list | None = None) -> None:
         entry[1].append(charge)
     if workload:  # charge once: its pods take their share from this hold (docs/semantics.md)
         key = hold_key(w.namespace, w.kind, w.name)
-        for ledger, charges in by_ledger.values():
-            ledger.hold_workload(key, tuple(charges), ctx.now + WORKLOAD_TTL)  # per replica: not in the cluster ledger yet
+        demand = (w.total_gpus, (w.gpu_memory or 0) * w.pods)  # what a later scale down is measured against
+        for ledger, charges in by_ledger.values():  # per replica: not in the cluster ledger yet
+            ledger.hold_workload(key, tuple(charges), ctx.now + WORKLOAD_TTL, object_uid(w.obj), demand)
         return
     key = f"{w.namespace or 'default'}/{w.name}" if w.name else f"uid:{w.uid}"
     expires_at = ctx.now + RESERVATION_TTL
@@ -222,6 +233,31 @@ def commit_reservations(ctx: Context, taken: list | None = None) -> None:
         holds = ledger.reserve(key, tuple(charges), expires_at)
         if taken is not None and holds:
             taken.append((key, holds, expires_at))
+
+
+def release_holds(ctx: Context) -> None:
+    """An admitted UPDATE or DELETE of a held workload: release what it no longer needs, at once (docs/semantics.md).
+
+    DELETE releases the whole hold; an UPDATE that suspends it (Kueue preempting) too; a
+    scale down (UPDATE, or the `scale` sub-resource judged on the live object) releases the
+    demand it drops, never more than the hold still holds.
+    """
+    w = ctx.w
+    if w.kind not in HELD_KINDS or not w.name or controlled_child(w):
+        return
+    ledger = ctx.state.quota
+    key = hold_key(w.namespace, w.kind, w.name)
+    if key not in ledger.holds.holds:
+        return
+    if w.operation == "DELETE" or w.suspended:
+        ledger.release_workload(key, object_uid(w.obj))
+    elif w.operation == "UPDATE" and not w.added_gpus:
+        old = ctx.w.old_obj
+        before = None
+        if type(old) is dict:
+            was = ledger.to_workload(old)
+            before = (was.total_gpus, (was.gpu_memory or 0) * was.pods)
+        ledger.shrink_workload(key, w, before or (w.total_gpus, (w.gpu_memory or 0) * w.pods))
 
 
 def warning_text(r: Reason) -> str:

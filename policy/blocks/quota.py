@@ -25,9 +25,11 @@ from policy.cluster.snapshot import is_live
 from policy.context import Context, where
 from policy.cluster.ledger import ReservationLedger
 from policy.cluster.ledger import pod_key  # re-exported: the key holds and charges share
-from policy.subject.workloads import controlled_child, owner_keys
+from policy.blocks.holdbook import book_of
+from policy.subject.workloads import HELD_KINDS, controlled_child, ends_hold, hold_key, object_uid, owner_hold_in
 from policy.weaksub import subscribe_weakly
 
+FINISHED = ("Succeeded", "Failed")
 RESERVATION_TTL = 60.0  # seconds an admitted pod's charge is held until the snapshot shows the pod
 
 Charge = tuple[int, int, int, str | None, int]  # (quota index, milli-GPU, bytes, model, model milli-GPU)
@@ -66,6 +68,7 @@ class QuotaLedger:
         self.holds = ReservationLedger()  # private until `attach` finds the snapshot's shared one
         self.shared = False
         self.holds.listen(self._mirror)
+        self._last_owner: tuple = (None, None)  # (subject, its owner's hold key): one look-up per request
         self.cohorts: dict[str, list[int]] = {}
         self.unkeyed = [s for s in specs if s.namespace is None]
         self.by_namespace: dict[str, list[QuotaSpec]] = {}
@@ -106,7 +109,12 @@ class QuotaLedger:
     def on_event(self, event: str, old: dict | None, new: dict | None) -> None:
         """Snapshot callback: re-charge a pod when it appears, changes or goes away."""
         obj = new if new is not None else old
-        if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
+        if not isinstance(obj, dict):
+            return
+        kind = obj.get("kind", "Pod")
+        if kind != "Pod":
+            if kind in HELD_KINDS and self.holds.workloads:  # a held workload gone or done: its pods will not come
+                self._workload_event(event, obj, new)
             return
         key = pod_key(obj)
         previous = self.pods.pop(key, None)
@@ -119,6 +127,17 @@ class QuotaLedger:
                 self._apply(charges, +1)
             if not self.shared:  # a shared ledger is released by the snapshot itself
                 self.holds.release(key)  # the pod itself now carries the charge
+        elif new is not None and event != "DELETED" and key in self.holds.holds and (new.get("status") or {}).get("phase") in FINISHED:
+            self.holds.release(key)  # first seen already finished: it never charges, so its hold must not wait for the expiry
+
+    def _workload_event(self, event: str, obj: dict, new: dict | None) -> None:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if type(name) is not str:
+            return
+        key = hold_key(meta.get("namespace"), obj["kind"], name)
+        if key in self.holds.holds and (event == "DELETED" or ends_hold(new)):
+            self.release_workload(key, object_uid(obj))
 
     def _apply(self, charges: tuple[Charge, ...], sign: int) -> None:
         for qi, milli, memory, model, model_milli in charges:
@@ -145,22 +164,80 @@ class QuotaLedger:
         self.holds.reserve(key, holds, expires_at)
         return holds
 
-    def hold_workload(self, key: str, charges: tuple[Charge, ...], expires_at: float) -> None:
-        """Hold an admitted workload's `charges` until its pods take them (`take`) or `expires_at` passes; adds to an earlier hold of it."""
+    def hold_workload(self, key: str, charges: tuple[Charge, ...], expires_at: float, uid: str | None = None,
+                      demand: tuple[int, int] | None = None) -> None:
+        """Hold an admitted workload's `charges` until its pods take them (`take`) or `expires_at` passes; adds to an earlier hold of it.
+
+        `uid` is the object's, `demand` the (milli-GPU, bytes) its spec asks now: what a later
+        scale down or deletion is measured against (policy/blocks/holdbook.py).
+        """
         specs = self.specs
         self.holds.add(key, tuple((specs[qi].id, *rest) for qi, *rest in charges), expires_at)
+        if demand is not None:
+            book_of(self.holds).record(key, uid, demand, self.holds.holds)
 
-    def take(self, key: str, charges: tuple[Charge, ...]) -> None:
-        """Move a workload pod's `charges` out of its workload's hold (the pod holds them itself now)."""
+    def take(self, key: str, charges: tuple[Charge, ...]) -> tuple:
+        """Move a workload pod's `charges` out of its workload's hold (the pod holds them itself now); what was taken."""
         specs = self.specs
-        self.holds.take(key, tuple((specs[qi].id, *rest) for qi, *rest in charges))
+        return self._take(key, tuple((specs[qi].id, *rest) for qi, *rest in charges))
+
+    def _take(self, key: str, wanted: tuple) -> tuple:
+        """Take `wanted` (by quota id) from the hold of `key`, across all its entries (a hold grows by one entry per scale up), capped by what it holds."""
+        held = self.holds.holds.get(key)
+        if held is None:
+            return ()
+        parts = []
+        for qid, milli, memory, model, model_milli in wanted:
+            for h in held[1]:  # split over the entries the ledger would otherwise take from only the first of
+                if h[0] != qid or h[3] != model or not (milli > 0 or memory > 0):
+                    continue
+                part = (qid, min(milli, h[1]), min(memory, h[2]), model, min(model_milli, h[4]))
+                if part[1] or part[2]:
+                    parts.append(part)
+                    milli, memory, model_milli = milli - part[1], memory - part[2], model_milli - part[4]
+        return self.holds.take(key, tuple(parts)) if parts else ()
 
     def owner_hold(self, w) -> str | None:
-        """The hold key of the admitted workload Pod `w` belongs to, when that workload still holds GPUs."""
+        """The hold key of the admitted workload Pod `w` belongs to, when that workload still holds GPUs (a dict hit per candidate key)."""
         if not self.holds.workloads or w.kind != "Pod":
             return None
-        holds = self.holds.holds
-        return next((k for k in owner_keys(w) if k in holds), None)
+        last = self._last_owner
+        if last[0] is w:  # several quotas of one request ask the same question
+            return last[1]
+        key = owner_hold_in(w, self.holds.holds)
+        self._last_owner = (w, key)
+        return key
+
+    def release_workload(self, key: str, uid: str | None = None) -> bool:
+        """Release the whole hold of workload `key` (deleted, finished, suspended) unless it was taken for another object of that name; once."""
+        book = book_of(self.holds)
+        if key not in self.holds.holds or not book.owns(key, uid):
+            return False
+        book.forget(key)
+        return self.holds.release(key)
+
+    def shrink_workload(self, key: str, w, old_demand: tuple[int, int]) -> tuple:
+        """Release what a scale down of workload `w` no longer needs: the demand the hold was sized to minus `w`'s, capped by what it holds.
+
+        Measured against the book's demand, not the request's oldObject, so a scale decided
+        twice releases once; without a book entry, against `old_demand` (the old object's).
+        """
+        book = book_of(self.holds)
+        held = self.holds.holds.get(key)
+        if held is None or not book.owns(key, object_uid(w.obj)):
+            return ()
+        new = (w.total_gpus, (w.gpu_memory or 0) * w.pods)
+        before = book.demand.get(key, old_demand)
+        milli, memory = max(0, before[0] - new[0]), max(0, before[1] - new[1])
+        book.demand[key] = new
+        if not milli and not memory:
+            return ()
+        seen, wanted = set(), []
+        for qid, _, _, model, _ in held[1]:
+            if (qid, model) not in seen:
+                seen.add((qid, model))
+                wanted.append((qid, milli, memory, model, milli if model is not None else 0))
+        return self._take(key, tuple(wanted))
 
     def expire(self, now: float) -> None:
         """Drop holds whose time has passed (cheap when none is due)."""
@@ -232,13 +309,27 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
         resize = w.operation != "CREATE"
         requested = w.added_gpus if resize else w.total_gpus
         owner = ledger.owner_hold(w) if ledger.holds.workloads else None
+        held = ledger.holds.holds.get(owner) if owner is not None else None
         covered = covered_memory = covered_model = 0
-        if owner is not None:  # charge once: the share its workload's hold already counts is not counted again
-            h_milli, h_memory, h_models = ledger.holds.held(owner, spec.id)
-            covered = min(requested, h_milli)
-            covered_memory = min((w.gpu_memory or 0) * w.pods, h_memory)
-            covered_model = min(requested, h_models.get(w.gpu_model, 0)) if w.gpu_model is not None else 0
         explaining = ctx.trace is not None
+        model = w.gpu_model
+        memory = (w.gpu_memory or 0) * w.pods
+        if held is not None:  # charge once: the share its workload's hold already counts is not counted again
+            h_memory = h_model = 0
+            for qid, h_milli_, h_mem_, h_mod, h_mod_milli in held[1]:
+                if qid == block:
+                    covered += h_milli_
+                    h_memory += h_mem_
+                    if h_mod is not None and h_mod == model:
+                        h_model += h_mod_milli
+            covered = min(requested, covered)
+            covered_memory = min(memory, h_memory)
+            covered_model = min(requested, h_model) if model is not None else 0
+            if (covered == requested and (covered_model == requested or model not in spec.per_model)
+                    and (covered_memory == memory or spec.gpu_memory is None) and not explaining):
+                # The hold counts all of it: nominal, model and memory caps add nothing, so no arithmetic.
+                ctx.reserve.append((ledger, (qi, requested, memory, model, requested)))
+                return
         if spec.nominal is not None and requested > 0:
             used = ledger.used[qi] - covered
             # Within nominal needs no cohort arithmetic; compute what is borrowable only beyond it.
@@ -257,7 +348,6 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                     ctx.find("QuotaExceeded", block, location, text, mode, data)
                 else:
                     ctx.note(block, location, text + ": fits")
-        model = w.gpu_model
         if model is not None and model in spec.per_model:
             limit, used = spec.per_model[model], ledger.models[qi].get(model, 0) - covered_model
             over = used + requested > limit
@@ -278,7 +368,8 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                     ctx.find("QuotaMemoryExceeded", block, location, f"{text} > {format_bytes(spec.gpu_memory)} nominal", mode, data)
                 else:
                     ctx.note(block, location, f"{text} <= {format_bytes(spec.gpu_memory)} nominal: fits")
-        memory = (w.gpu_memory or 0) * w.pods
+        if resize and memory and w.total_gpus:  # a resize holds the memory of the GPUs it adds, not of the whole workload again
+            memory = memory * requested // w.total_gpus
         ctx.reserve.append((ledger, (qi, requested, memory, model, requested)))
 
     return check

@@ -18,7 +18,7 @@ from policy.subject.dialects.topology import pod_topology
 from policy.subject.dialects.workloads import GANG_KINDS, WORKLOAD_KIND_NAMES, read_workload, workload_reader
 from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
 
-__all__ = ["HELD_KINDS", "WORKLOAD_TTL", "controlled_child", "hold_key", "owner_keys", "GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
+__all__ = ["HELD_KINDS", "WORKLOAD_TTL", "controlled_child", "ends_hold", "hold_key", "object_uid", "owner_hold_in", "owner_keys", "GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
 
 
 def is_workload(w) -> bool:
@@ -130,6 +130,65 @@ def owner_keys(w) -> tuple[str, ...]:
         if kind in HELD_KINDS:
             out.append(hold_key(ns, kind, name))
     return tuple(out)
+
+
+def owner_hold_in(w, holds) -> str | None:
+    """The first of `owner_keys(w)` that is a key of `holds`, found without building them all (the member pod's hot path)."""
+    ns, labels = w.namespace or "default", w.labels
+    if labels:
+        for label, kind in OWNER_LABELS:
+            name = labels.get(label)
+            if type(name) is str and name:
+                if kind == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
+                    continue  # an MPIJob's or TFJob's pod carries the same job-name label
+                key = f"wl:{ns}/{kind}/{name}"
+                if key in holds:
+                    return key
+    meta = w.obj.get("metadata") if type(w.obj) is dict else None
+    refs = meta.get("ownerReferences") if type(meta) is dict else None
+    if type(refs) is not list:
+        return None
+    for ref in refs:
+        if type(ref) is not dict or ref.get("controller") is not True:
+            continue
+        kind, name = ref.get("kind"), ref.get("name")
+        if type(kind) is not str or type(name) is not str:
+            continue
+        if kind == "ReplicaSet":
+            h = labels.get("pod-template-hash") if labels else None
+            if type(h) is str and h and name.endswith("-" + h):  # a Deployment's ReplicaSet is `deployment-hash`
+                key = f"wl:{ns}/Deployment/{name[: -len(h) - 1]}"
+                if key in holds:
+                    return key
+        if kind in HELD_KINDS:
+            key = f"wl:{ns}/{kind}/{name}"
+            if key in holds:
+                return key
+    return None
+
+
+# A held workload that will start no more pods: its remaining hold is released (status.conditions types, per kind).
+FINISHED_CONDITIONS = {"Job": ("Complete", "Failed"), "JobSet": ("Completed", "Failed"), "PyTorchJob": ("Succeeded", "Failed")}
+
+
+def ends_hold(obj) -> bool:
+    """Whether live workload object `obj` will make no more pods: being deleted, or finished by its status."""
+    meta = _map(_map(obj).get("metadata"))
+    if meta.get("deletionTimestamp"):
+        return True
+    ends = FINISHED_CONDITIONS.get(_map(obj).get("kind"))
+    if ends is None:
+        return False
+    conditions = _map(_map(obj).get("status")).get("conditions")
+    if type(conditions) is not list:
+        return False
+    return any(type(c) is dict and c.get("type") in ends and c.get("status") == "True" for c in conditions)
+
+
+def object_uid(obj) -> str | None:
+    """`metadata.uid` of an object, when it is a string (the API server sets it before validating admission)."""
+    uid = _map(_map(obj).get("metadata")).get("uid")
+    return uid if type(uid) is str and uid else None
 
 
 def controlled_child(w) -> bool:
