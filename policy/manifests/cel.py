@@ -242,6 +242,11 @@ def gpu_workload_cel() -> str:
     )
 
 
+def gpu_workload_deleted_cel() -> str:
+    """CEL true for the DELETE of a workload object whose templates asked for a GPU (its hold is released)."""
+    return f"request.operation == \"DELETE\" && {_templates_gpu_cel('oldObject')}"
+
+
 # ---- namespaces -----------------------------------------------------------------
 
 

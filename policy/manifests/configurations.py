@@ -13,7 +13,7 @@ from policy.manifests import cel
 from policy.manifests import match
 from policy.manifests.scope import NamespaceScope, kind_pin, needs_gpu, scope_of, union_scopes
 from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
-from policy.subject.workloads import SCALABLE
+from policy.subject.workloads import HELD_KINDS, SCALABLE
 
 API = "admissionregistration.k8s.io/v1"
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -27,6 +27,7 @@ VALIDATING_NAME = "allot-validating"
 POD_TIMEOUT = 5
 GROUP_TIMEOUT = 5
 AGENT_TIMEOUT = 3
+RELEASE_TIMEOUT = 2  # a workload DELETE only releases a hold (fails open): a down replica delays it by this much at most
 
 # Gang dialects whose group objects carry a gang's size and topology (policy/dialects).
 GROUP_RESOURCES: tuple[tuple[str, str], ...] = (
@@ -225,6 +226,28 @@ def _workload_entry(name: str, path: str, target: Target, contributors: list[_Co
                   enforce=any(c.enforce for c in contributors), timeout=POD_TIMEOUT, scope=scope, mutating=mutating)
 
 
+def _release_entry(ps: ir.PolicySet, target: Target) -> dict | None:
+    """DELETEs of the workload kinds whose admission holds quota, so the hold is released at once (docs/semantics.md).
+
+    Fails open: a DELETE Allot misses is seen by its watch a moment later (the object
+    leaves the snapshot), and a webhook that is down must never block deleting a workload.
+    """
+    if not ps.quotas:
+        return None
+    by_group: dict[str, list[str]] = {}
+    for kind, (resource, group, _versions) in WORKLOAD_RESOURCES.items():
+        if kind in HELD_KINDS:
+            by_group.setdefault(group, []).append(resource)
+    rules = [{"apiGroups": [g], "apiVersions": ["*"], "operations": ["DELETE"], "resources": sorted(rs), "scope": "Namespaced"}
+             for g, rs in sorted(by_group.items())]
+    scope = union_scopes(scope_of(q.selector) for q in ps.quotas)
+    conditions = [{"name": "gpu-workload-deleted", "expression": cel.gpu_workload_deleted_cel()}]
+    if scope is not None and not scope.exact:
+        conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})
+    return _entry("workloads-release.validate.allot.io", "/validate", target, rules, conditions, enforce=False,
+                  timeout=RELEASE_TIMEOUT, scope=scope)
+
+
 def agent_identity_cel(ps: ir.PolicySet) -> str:
     """CEL true for every request whose userInfo may match an `agents` identity."""
     return " || ".join(cel.identity_cel(a.identity) for a in ps.agents) or "false"
@@ -250,11 +273,12 @@ def _metadata(name: str, target: Target) -> dict:
 
 
 def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
-    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, agent requests."""
+    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, GPU workloads (and their DELETEs), agent requests."""
     entries = [
         _pod_entry("pods.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), POD_KINDS), mutating=False),
         _group_entry(ps, target),
         _workload_entry("workloads.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), WORKLOAD_KINDS), mutating=False),
+        _release_entry(ps, target),
         _agent_entry(ps, target),
     ]
     return {"apiVersion": API, "kind": "ValidatingWebhookConfiguration", "metadata": _metadata(VALIDATING_NAME, target),

@@ -94,3 +94,28 @@ def test_a_rule_pinned_to_a_kind_widens_only_the_entries_of_that_kind(kind, want
     rule = b.deny_rule("pinned", ir.And((b.eq("namespace", "train"), b.eq("kind", kind)), b.S))
     names = {w["name"] for w in m.validating_configuration(ir.PolicySet(rules=(rule,)))["webhooks"]}
     assert ("pods.validate.allot.io" in names, "workloads.validate.allot.io" in names) == (want_pods, want_workloads)
+
+
+HELD = {"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "Deployment", "StatefulSet", "ReplicaSet"}
+
+
+@pytest.mark.parametrize("obj", OBJECTS, ids=lambda o: o["kind"])
+def test_a_held_gpu_workload_is_sent_on_delete_to_the_release_entry(obj):
+    want = {"workloads-release.validate.allot.io"} if obj["kind"] in HELD else set()
+    assert hits(obj, "DELETE") == want
+
+
+def test_the_release_entry_fails_open_and_skips_gpu_less_workloads():
+    entry = next(w for w in m.validating_configuration(CONTRACT)["webhooks"] if w["name"] == "workloads-release.validate.allot.io")
+    assert entry["failurePolicy"] == "Ignore" and {op for r in entry["rules"] for op in r["operations"]} == {"DELETE"}
+    dep = copy.deepcopy(next(o for o in OBJECTS if o["kind"] == "Deployment"))
+    _strip_gpus(dep)
+    assert hits(dep, "DELETE") == set()
+
+
+def test_no_quota_no_release_entry():
+    from lang import compile_policies
+
+    ps, _ = compile_policies([("f.policy", 'fraction f { for namespace == "serving"  min 0.25  max 0.5 }\n')])
+    names = [w["name"] for w in m.validating_configuration(ps)["webhooks"]]
+    assert "workloads.validate.allot.io" in names and "workloads-release.validate.allot.io" not in names
