@@ -297,6 +297,10 @@ class ClusterSnapshot:
         """Objects of a kind Allot does not index (e.g. Kueue ClusterQueues), for tools."""
         return [o for (_, k, _, _), o in self._other.items() if k == kind]
 
+    def other(self, api_version: str, kind: str, ns: str, name: str) -> dict | None:
+        """One object of a kind Allot does not index (a Deployment, a Job ...) by its key, or None (a dict hit, not a scan)."""
+        return self._other.get((api_version, kind, ns, name))
+
     def node_gpu_memory(self, node_name: str) -> int | None:
         """Bytes per GPU of a node (GFD `nvidia.com/gpu.memory`), or None."""
         return self._gpu_memory.by_node.get(node_name)

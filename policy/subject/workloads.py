@@ -15,7 +15,7 @@ from policy.subject.demand import read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, ceil_div
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.topology import pod_topology
-from policy.subject.dialects.workloads import GANG_KINDS, WORKLOAD_KIND_NAMES, read_workload, workload_reader
+from policy.subject.dialects.workloads import GANG_KINDS, RESOURCES as WORKLOAD_RESOURCES, WORKLOAD_KIND_NAMES, read_workload, workload_reader
 from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
 
 __all__ = ["HELD_KINDS", "WORKLOAD_TTL", "controlled_child", "ends_hold", "hold_key", "object_uid", "owner_hold_in", "owner_keys", "GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
@@ -206,8 +206,8 @@ NOT_IN_STATE = "WorkloadNotInClusterState"
 def scale_subject(request: Mapping, snapshot, r: tuple, problems: list) -> Workload | None:
     """The subject of a `scale` UPDATE (an autoscaling/v1 Scale): the live workload with the new replicas, judged as its UPDATE.
 
-    None when the live object is not in the cluster state (the snapshot does not watch
-    workload kinds yet): the caller reports `WorkloadNotInClusterState`, a warning, never a silent allow.
+    None when the live object is not in the cluster state (a `--cluster` file without it, or
+    the watch has not listed it yet): the caller reports `WorkloadNotInClusterState`, a warning, never a silent allow.
     """
     kind = SCALABLE[r[6]]
     obj = request.get("object")
@@ -215,11 +215,14 @@ def scale_subject(request: Mapping, snapshot, r: tuple, problems: list) -> Workl
     ns, name = r[2] or "default", r[1]
     live = None
     if snapshot is not None and name:
-        for o in snapshot.objects(kind):
-            m = _map(o.get("metadata"))
-            if m.get("name") == name and (m.get("namespace") or "default") == ns:
-                live = o
+        _, group, versions = WORKLOAD_RESOURCES[kind]
+        for v in versions:  # the versions Allot reads, as the watch files them
+            live = snapshot.other(f"{group}/{v}", kind, ns, name)
+            if live is not None:
                 break
+        else:  # a cluster file may hold another served version
+            live = next((o for o in snapshot.objects(kind) if _map(o.get("metadata")).get("name") == name
+                         and (_map(o.get("metadata")).get("namespace") or "default") == ns), None)
     if live is None or type(replicas) is not int:
         return None
     reader = workload_reader(live.get("apiVersion"), kind)

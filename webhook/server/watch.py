@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import orjson
 
 from policy.cluster.snapshot import SnapshotError
+from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
+from policy.subject.workloads import HELD_KINDS, SCALABLE
 
 log = logging.getLogger("allot.watch")
 GONE = 410
@@ -60,6 +62,25 @@ RESOURCES: tuple[Resource, ...] = (
 )
 # A kind and group watched at two versions: the older one's id names its version.
 VERSIONED_IDS = frozenset({"scheduling.k8s.io/v1alpha1"})
+# Groups every API server serves; any other workload group is a CRD that may not be installed.
+BUILTIN_GROUPS = frozenset({"apps", "batch"})
+
+
+def workload_resources() -> tuple[Resource, ...]:
+    """The workload kinds whose holds the snapshot must see end (deleted, finished) and whose `scale` reads the live template.
+
+    The kinds Allot holds quota for (policy/subject/workloads.py HELD_KINDS, which include
+    every kind with a `scale` sub-resource), at the version Allot reads.
+    """
+    out = []
+    for kind, (plural, group, versions) in WORKLOAD_RESOURCES.items():
+        if kind in HELD_KINDS or kind in SCALABLE.values():
+            out.append(Resource(kind, f"{group}/{versions[0]}", plural, optional=group not in BUILTIN_GROUPS))
+    return tuple(out)
+
+
+RESOURCES = RESOURCES + workload_resources()
+WORKLOAD_KINDS = frozenset(r.kind for r in workload_resources())
 
 
 CORE_KINDS = frozenset({"Node", "Pod", "Namespace", "PriorityClass"})
@@ -112,6 +133,7 @@ class ClusterWatcher:
         self.known: dict[str, dict[tuple[str, str], dict]] = {resource_id(r): {} for r in resources}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
+        self._absent_logged: set[str] = set()
         for r in resources:
             state.cluster.kinds[resource_id(r)] = {"synced": False, "resource_version": None, "restarts": 0, "error": None}
         state.cluster.synced = False
@@ -122,6 +144,10 @@ class ClusterWatcher:
         # list items omit kind/apiVersion; the snapshot needs both to file group objects
         if obj.get("kind") != res.kind or obj.get("apiVersion") != res.api_version:
             obj = {**obj, "kind": res.kind, "apiVersion": res.api_version}
+        if res.kind in WORKLOAD_KINDS:  # kept for their templates: managedFields are often the larger half, and never read
+            meta = obj.get("metadata")
+            if type(meta) is dict and "managedFields" in meta:
+                obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
         return obj
 
     def _apply_list(self, res: Resource, items: list[dict], rv: str | None) -> None:
@@ -229,6 +255,9 @@ class ClusterWatcher:
                     self._post(self._restart, rid, "expired")
                     continue
                 if exc.status == 404 and res.optional:  # the CRD is not installed: nothing to wait for
+                    if rid not in self._absent_logged:  # said once; looked for again every ABSENT_RETRY, quietly
+                        self._absent_logged.add(rid)
+                        log.info("%s is not served by this cluster (404): counted as empty, looked for again every %.0f s", rid, ABSENT_RETRY)
                     self._post(self._mark, rid, synced=True, absent=True)
                     self.stopped.wait(ABSENT_RETRY)
                     continue

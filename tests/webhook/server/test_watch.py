@@ -43,6 +43,12 @@ PODGROUP = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": "g1", "namespace": "team-a", "resourceVersion": "7"}, "spec": {"minMember": 4}}
 
 
+# Every API server serves these workload kinds (empty lists here; tests/webhook/server/test_watch_workloads.py fills them).
+BUILTIN_WORKLOADS = {(f"/apis/{g}/{v}/{plural}", False): [(200, listing(kind, 1, []))]
+                     for kind, g, v, plural in (("Job", "batch", "v1", "jobs"), ("Deployment", "apps", "v1", "deployments"),
+                                                ("StatefulSet", "apps", "v1", "statefulsets"), ("ReplicaSet", "apps", "v1", "replicasets"))}
+
+
 class FakeAPI:
     """Scripted responses per (path, watch?) served in order; an exhausted watch blocks like an idle one."""
 
@@ -107,6 +113,7 @@ def fake_api():
         ("/api/v1/namespaces", False): [(200, listing("Namespace", 5, [{"metadata": {"name": "team-a", "labels": {"team": "a"}}}]))],
         ("/apis/scheduling.k8s.io/v1/priorityclasses", False): [(200, listing("PriorityClass", 3, [{"metadata": {"name": "batch"}, "value": 100}]))],
         ("/apis/scheduling.x-k8s.io/v1alpha1/podgroups", False): [(200, listing("PodGroup", 8, [PODGROUP]))],
+        **BUILTIN_WORKLOADS,
     })
     yield api
     api.close()
