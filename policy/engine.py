@@ -120,15 +120,15 @@ class Engine:
         if self._express:  # only sets that read what a workload states pay for reading it
             express(w)
         if w.gpu_model is None and w.gpu_product is not None:
-            model = c.model_by_product.get(w.gpu_product)
-            if model is not None:
-                _SETATTR(w, "gpu_model", model)
+            by_product = c.model_by_product
+            if w.gpu_product in by_product:  # `in` + subscript, not .get: this runs on every request
+                _SETATTR(w, "gpu_model", by_product[w.gpu_product])
         if w.template_paths and w.gpu_memory is None and w.gpus > 0:  # a workload object: summed over its sets
             memory = workload_memory(w, c.model_by_product, c.model_memory)
             if memory is not None:
                 _SETATTR(w, "gpu_memory", memory)
-        elif w.gpu_memory is None and w.gpu_model is not None and w.gpus > 0:
-            memory = c.model_memory.get(w.gpu_model)
+        elif w.gpu_memory is None and w.gpu_model is not None and w.gpus > 0 and w.gpu_model in c.model_memory:
+            memory = c.model_memory[w.gpu_model]
             if memory is not None:  # a share of the device, or N whole devices
                 share = w.fraction if w.fraction is not None else w.gpus
                 _SETATTR(w, "gpu_memory", memory * share // 1000)
@@ -153,7 +153,10 @@ class Engine:
             _SETATTR(w, "agent", True)
         if problems:
             _SETATTR(w, "problems", (*w.problems, *problems))
-        ctx = Context(w, snapshot, now, mutate, state=self.state_for(snapshot))
+        state = self._state
+        if state is None or state.snapshot is not snapshot:  # inlined state_for: the hot path
+            state = self.state_for(snapshot)
+        ctx = Context(w, snapshot, now, mutate, state=state)
         ctx.may_reserve = reserve
         return self._run(ctx, reserve=reserve, taken=taken)
 
@@ -273,12 +276,12 @@ def combine(ctx: Context) -> Decision:
     """Findings -> Decision: deny overrides; warn -> warnings; audit -> audit annotations."""
     if not ctx.reasons and ctx.placement is None and (ctx._patch is None or not ctx.mutate):
         # The common answer: building a frozen dataclass costs microseconds, so share one per block list.
-        blocks = tuple(dict.fromkeys(ctx.blocks))
-        decision = _PLAIN_ALLOWS.get(blocks)
-        if decision is None:
-            if len(_PLAIN_ALLOWS) > 4096:
-                _PLAIN_ALLOWS.clear()
-            decision = _PLAIN_ALLOWS[blocks] = Decision(allowed=True, blocks=blocks, audit=MappingProxyType({}))
+        seen = tuple(ctx.blocks)  # keyed as seen (a block may repeat); the Decision carries them de-duplicated
+        if seen in _PLAIN_ALLOWS:
+            return _PLAIN_ALLOWS[seen]
+        if len(_PLAIN_ALLOWS) > 4096:
+            _PLAIN_ALLOWS.clear()
+        decision = _PLAIN_ALLOWS[seen] = Decision(allowed=True, blocks=tuple(dict.fromkeys(seen)), audit=MappingProxyType({}))
         return decision
     reasons = tuple(ctx.reasons)
     allowed = True

@@ -68,7 +68,7 @@ class QuotaLedger:
         self.holds = ReservationLedger()  # private until `attach` finds the snapshot's shared one
         self.shared = False
         self.holds.listen(self._mirror)
-        self._last_owner: tuple = (None, None)  # (subject, its owner's hold key): one look-up per request
+        self.last_owner: tuple = (None, None)  # (subject, its owner's hold key) as the quota check found it
         self.cohorts: dict[str, list[int]] = {}
         self.unkeyed = [s for s in specs if s.namespace is None]
         self.by_namespace: dict[str, list[QuotaSpec]] = {}
@@ -201,12 +201,10 @@ class QuotaLedger:
         """The hold key of the admitted workload Pod `w` belongs to, when that workload still holds GPUs (a dict hit per candidate key)."""
         if not self.holds.workloads or w.kind != "Pod":
             return None
-        last = self._last_owner
-        if last[0] is w:  # several quotas of one request ask the same question
+        last = self.last_owner
+        if last[0] is w and (last[1] is None or last[1] in self.holds.holds):
             return last[1]
-        key = owner_hold_in(w, self.holds.holds)
-        self._last_owner = (w, key)
-        return key
+        return owner_hold_in(w, self.holds.holds)
 
     def release_workload(self, key: str, uid: str | None = None) -> bool:
         """Release the whole hold of workload `key` (deleted, finished, suspended) unless it was taken for another object of that name; once."""
@@ -302,29 +300,35 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
             return
         ctx.blocks.append(block)
         ledger = ctx.state.quota
-        ledger.expire(ctx.now)
+        holds = ledger.holds
+        if ctx.now >= holds.next_expiry:  # inlined expire(): this runs on every GPU request
+            holds.expire(ctx.now)
         if w.template_paths and controlled_child(w):
             ctx.note(block, location, f"{w.kind} {w.name or ''} is made by its owner's controller: its GPUs are its owner's, judged there")
             return
         resize = w.operation != "CREATE"
         requested = w.added_gpus if resize else w.total_gpus
-        owner = ledger.owner_hold(w) if ledger.holds.workloads else None
-        held = ledger.holds.holds.get(owner) if owner is not None else None
+        # Charge once: a pod of a workload still holding quota finds that hold by a dict hit per candidate key.
+        owner = None
+        if holds.workloads and w.kind == "Pod":
+            owner = owner_hold_in(w, holds.holds)
+            ledger.last_owner = (w, owner)  # the commit of this request's holds asks again
         covered = covered_memory = covered_model = 0
         explaining = ctx.trace is not None
         model = w.gpu_model
         memory = (w.gpu_memory or 0) * w.pods
-        if held is not None:  # charge once: the share its workload's hold already counts is not counted again
+        if owner is not None:  # the share its workload's hold already counts is not counted again
             h_memory = h_model = 0
-            for qid, h_milli_, h_mem_, h_mod, h_mod_milli in held[1]:
+            for qid, h_milli_, h_mem_, h_mod, h_mod_milli in holds.holds[owner][1]:
                 if qid == block:
                     covered += h_milli_
                     h_memory += h_mem_
                     if h_mod is not None and h_mod == model:
                         h_model += h_mod_milli
-            covered = min(requested, covered)
-            covered_memory = min(memory, h_memory)
-            covered_model = min(requested, h_model) if model is not None else 0
+            if covered > requested:
+                covered = requested
+            covered_memory = memory if h_memory > memory else h_memory
+            covered_model = (requested if h_model > requested else h_model) if model is not None else 0
             if (covered == requested and (covered_model == requested or model not in spec.per_model)
                     and (covered_memory == memory or spec.gpu_memory is None) and not explaining):
                 # The hold counts all of it: nominal, model and memory caps add nothing, so no arithmetic.

@@ -133,37 +133,46 @@ def owner_keys(w) -> tuple[str, ...]:
 
 
 def owner_hold_in(w, holds) -> str | None:
-    """The first of `owner_keys(w)` that is a key of `holds`, found without building them all (the member pod's hot path)."""
-    ns, labels = w.namespace or "default", w.labels
+    """The first of `owner_keys(w)` that is a key of `holds`, found without building them all (the member pod's hot path).
+
+    The controller reference first (a Deployment's, Job's, StatefulSet's pod: one key to
+    look up), then the controllers' labels; `in` and subscripts rather than `.get` calls,
+    since this runs on every pod while any workload holds quota.
+    """
+    ns, labels, obj = w.namespace or "default", w.labels, w.obj
+    meta = obj["metadata"] if type(obj) is dict and "metadata" in obj else None
+    refs = meta["ownerReferences"] if type(meta) is dict and "ownerReferences" in meta else None
+    if type(refs) is list:
+        for ref in refs:
+            try:  # free when the keys are there, as the API server always writes them for a controller
+                if ref["controller"] is not True:
+                    continue
+                kind, name = ref["kind"], ref["name"]
+            except (KeyError, TypeError):  # not a controller reference, or not an object
+                continue
+            if type(kind) is not str or type(name) is not str:
+                continue
+            if kind == "ReplicaSet" and labels and "pod-template-hash" in labels:
+                deployment, dash, h = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
+                if dash and deployment and h == labels["pod-template-hash"]:
+                    key = f"wl:{ns}/Deployment/{deployment}"
+                    if key in holds:
+                        return key
+            if kind in HELD_KINDS:
+                key = f"wl:{ns}/{kind}/{name}"
+                if key in holds:
+                    return key
     if labels:
         for label, kind in OWNER_LABELS:
-            name = labels.get(label)
-            if type(name) is str and name:
+            if label in labels:
+                name = labels[label]
+                if type(name) is not str or not name:
+                    continue
                 if kind == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
                     continue  # an MPIJob's or TFJob's pod carries the same job-name label
                 key = f"wl:{ns}/{kind}/{name}"
                 if key in holds:
                     return key
-    meta = w.obj.get("metadata") if type(w.obj) is dict else None
-    refs = meta.get("ownerReferences") if type(meta) is dict else None
-    if type(refs) is not list:
-        return None
-    for ref in refs:
-        if type(ref) is not dict or ref.get("controller") is not True:
-            continue
-        kind, name = ref.get("kind"), ref.get("name")
-        if type(kind) is not str or type(name) is not str:
-            continue
-        if kind == "ReplicaSet":
-            h = labels.get("pod-template-hash") if labels else None
-            if type(h) is str and h and name.endswith("-" + h):  # a Deployment's ReplicaSet is `deployment-hash`
-                key = f"wl:{ns}/Deployment/{name[: -len(h) - 1]}"
-                if key in holds:
-                    return key
-        if kind in HELD_KINDS:
-            key = f"wl:{ns}/{kind}/{name}"
-            if key in holds:
-                return key
     return None
 
 
