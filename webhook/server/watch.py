@@ -62,20 +62,19 @@ RESOURCES: tuple[Resource, ...] = (
 )
 # A kind and group watched at two versions: the older one's id names its version.
 VERSIONED_IDS = frozenset({"scheduling.k8s.io/v1alpha1"})
-# Groups every API server serves; any other workload group is a CRD that may not be installed.
-BUILTIN_GROUPS = frozenset({"apps", "batch"})
-
 
 def workload_resources() -> tuple[Resource, ...]:
     """The workload kinds whose holds the snapshot must see end (deleted, finished) and whose `scale` reads the live template.
 
     The kinds Allot holds quota for (policy/subject/workloads.py HELD_KINDS, which include
-    every kind with a `scale` sub-resource), at the version Allot reads.
+    every kind with a `scale` sub-resource), at the version Allot reads. All optional: a
+    CRD may not be installed, and an API that serves no `apps` (a test double, a
+    minimal control plane) only loses early release and `scale` judgment, which then warn.
     """
     out = []
     for kind, (plural, group, versions) in WORKLOAD_RESOURCES.items():
         if kind in HELD_KINDS or kind in SCALABLE.values():
-            out.append(Resource(kind, f"{group}/{versions[0]}", plural, optional=group not in BUILTIN_GROUPS))
+            out.append(Resource(kind, f"{group}/{versions[0]}", plural, optional=True))
     return tuple(out)
 
 
