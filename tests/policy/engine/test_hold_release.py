@@ -190,3 +190,18 @@ def test_a_finished_job_releases_what_its_pods_did_not_take():
     snap.apply("ADDED", failed)
     assert "wl:team-a/Job/train" not in snap.reservations.holds
     assert e.state_for(snap).quota.used == [0]
+
+
+def test_a_workload_older_than_allot_has_its_running_pods_counted_once_when_scaled():
+    """Created before Allot started: 2 pods run (charged as live pods), no hold. A scale to 4 holds the 2 it adds, no more."""
+    e = engine()
+    snap = ClusterSnapshot.from_objects([dep(2), _running(0), _running(1)])
+    d = e.decide(scale(4, 2), snap, 0.0)
+    assert d.allowed, d.reasons
+    assert held(snap) == 2000 and e.state_for(snap).quota.used == [4000]  # 2 running + 2 held: the quota, once
+    stranger = member(9, owner="other-1234", hash_="1234")
+    assert not e.decide(review(stranger), snap, 1.0, reserve=False).allowed
+    for i in (2, 3):  # the two new pods take the held share; nothing is counted twice
+        assert e.decide(review(member(i)), snap, 1.0).allowed
+    assert held(snap) == 0 and e.state_for(snap).quota.used == [4000]
+    assert not e.decide(scale(5, 4), snap, 2.0, reserve=False).allowed  # one more replica is over
