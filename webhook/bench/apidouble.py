@@ -3,9 +3,10 @@
 Collections by path (`/api/v1/[namespaces/NS/]PLURAL[/NAME]`, `/apis/G/V/...`), one
 resourceVersion counter across all of them like etcd's, and the verbs a webhook
 replica uses: list (with `labelSelector`), watch (`?watch=true` from a
-resourceVersion, 410 when it is older than the kept history), get, create (409
-AlreadyExists), update (409 Conflict when `metadata.resourceVersion` is not the
-stored one) and delete. Plurals outside `plurals` answer 404, as an API server does
+resourceVersion, filtered by `labelSelector`, 410 when it is older than the kept
+history), get, create (409 AlreadyExists), update and JSON merge patch (RFC 7386;
+409 Conflict when a given `metadata.resourceVersion` is not the stored one, as the API
+server treats it as a precondition) and delete. Plurals outside `plurals` answer 404, as an API server does
 for a CRD that is not installed.
 """
 
@@ -39,6 +40,19 @@ def _matches(obj: dict, selector: str | None) -> bool:
     return True
 
 
+def _merge(target, patch):
+    """RFC 7386 JSON merge patch: maps merge key by key, null deletes, anything else replaces (a new object)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out
+
+
 class ApiDouble:
     """The store and the aiohttp app; `start()` listens on 127.0.0.1 and sets `url`."""
 
@@ -46,7 +60,7 @@ class ApiDouble:
         self.plurals = set(plurals)
         self.rv = 0
         self.objects: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> object
-        self.events: list[tuple[int, str, str, dict]] = []  # (rv, plural, type, object)
+        self.events: list[tuple[int, str, str, dict, bytes]] = []  # (rv, plural, namespace, labels, the watch line)
         self.changed = asyncio.Event()
         self.conflicts = 0  # 409s answered, for tests and benches
         self.writes = 0
@@ -58,7 +72,10 @@ class ApiDouble:
     def _bump(self, plural: str, kind: str, obj: dict) -> None:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
-        self.events.append((self.rv, plural, kind, copy.deepcopy(obj)))
+        meta = obj["metadata"]
+        # serialized once here, not once per watcher: the line is what every watch sends
+        self.events.append((self.rv, plural, meta.get("namespace") or "", dict(meta.get("labels") or {}),
+                            orjson.dumps({"type": kind, "object": obj}) + b"\n"))
         if len(self.events) > HISTORY:
             del self.events[: len(self.events) - HISTORY]
         self.changed.set()
@@ -140,6 +157,8 @@ class ApiDouble:
             meta.pop("resourceVersion", None)
             self.writes += 1
             return self._json(self.put(plural, body), 201)
+        if request.method == "PATCH" and name is not None:
+            return self._patch(request, key, plural, name, body)
         if request.method == "PUT" and name is not None:
             current = self.objects.get(key)
             if current is None:
@@ -153,6 +172,22 @@ class ApiDouble:
             return self._json(self.put(plural, body))
         return _status(405, "MethodNotAllowed", f"{request.method} is not supported here")
 
+    def _patch(self, request: web.Request, key: tuple, plural: str, name: str, patch: dict) -> web.Response:
+        if request.content_type not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            return _status(415, "UnsupportedMediaType", f"the double applies merge patches, not {request.content_type}")
+        current = self.objects.get(key)
+        if current is None:
+            return _status(404, "NotFound", f'{plural} "{name}" not found')
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        if want is not None and want != current["metadata"]["resourceVersion"]:
+            self.conflicts += 1
+            return _status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": '
+                                            "the object has been modified; please apply your changes to the latest version and try again")
+        merged = _merge(current, patch)
+        merged["metadata"]["uid"] = current["metadata"].get("uid")
+        self.writes += 1
+        return self._json(self.put(plural, merged))
+
     @staticmethod
     def _json(obj: dict, status: int = 200) -> web.Response:
         return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
@@ -160,6 +195,7 @@ class ApiDouble:
     async def _watch(self, request: web.Request, plural: str, ns: str | None) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or self.rv)
         timeout = float(request.query.get("timeoutSeconds") or 300)
+        selector = request.query.get("labelSelector")
         if self.events and since < self.events[0][0] - 1:
             return _status(410, "Expired", f"too old resource version: {since}")
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -168,10 +204,10 @@ class ApiDouble:
         end = loop.time() + timeout
         while loop.time() < end:
             first = self.events[0][0] if self.events else self.rv + 1
-            for rv, p, kind, obj in self.events[max(0, since + 1 - first):]:  # one event per rv: index, not scan
+            for rv, p, ons, labels, line in self.events[max(0, since + 1 - first):]:  # one event per rv: index, not scan
                 since = rv
-                if p == plural and (ns is None or (obj["metadata"].get("namespace") or "") == ns):
-                    await resp.write(orjson.dumps({"type": kind, "object": obj}) + b"\n")
+                if p == plural and (ns is None or ons == ns) and _matches({"metadata": {"labels": labels}}, selector):
+                    await resp.write(line)
             try:
                 await asyncio.wait_for(self.changed.wait(), max(0.01, end - loop.time()))
             except asyncio.TimeoutError:

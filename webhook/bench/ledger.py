@@ -52,8 +52,8 @@ def _kubeconfig(path: pathlib.Path, port: int) -> None:
 
 
 def _counters(ports: list[int], ctx) -> dict:
-    """Ledger writes and conflicts summed over the replicas' own metrics."""
-    out = {"writes": 0, "conflicts": 0}
+    """Ledger writes, conflicts and seconds spent in successful writes, summed over the replicas' own metrics."""
+    out = {"writes": 0, "conflicts": 0, "write_seconds": 0.0}
     for port in ports:
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
             for line in r.read().decode().splitlines():
@@ -61,6 +61,8 @@ def _counters(ports: list[int], ctx) -> dict:
                     out["writes"] += int(float(line.rsplit(" ", 1)[1]))
                 elif line.startswith('allot_ledger_writes_total{result="conflict"}'):
                     out["conflicts"] += int(float(line.rsplit(" ", 1)[1]))
+                elif line.startswith("allot_ledger_write_seconds_sum"):
+                    out["write_seconds"] += float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -183,6 +185,7 @@ def run(args) -> int:
             c1 = _counters(ports, ctx)
             out["stateful"]["writes"] = c1["writes"] - c0["writes"]
             out["stateful"]["conflicts"] = c1["conflicts"] - c0["conflicts"]
+            out["stateful"]["write_seconds"] = c1["write_seconds"] - c0["write_seconds"]
 
         run_loop(main)
     except Exception as exc:  # noqa: BLE001 - a process that would not start, an API server that refused
@@ -211,6 +214,9 @@ def run(args) -> int:
         "stateless_p50_ms": st["p50_ms"], "stateless_p99_ms": st["p99_ms"],
         "added_p99_ms": sf["p99_ms"] - st["p99_ms"],
         "ledger_writes": sf["writes"], "conflicts": sf["conflicts"], "stateless_writes": st["writes"],
+        "conflict_rate": sf["conflicts"] / max(1, sf["writes"] + sf["conflicts"]),  # 409s among all write attempts
+        "holds_per_write": admitted / max(1, sf["writes"]),
+        "write_mean_ms": 1000 * sf["write_seconds"] / max(1, sf["writes"]),
     }
     ok = (figures["over_admitted"] == 0 and figures["admitted_per_s"] >= BUDGET_RATE
           and figures["added_p99_ms"] <= BUDGET_P99_MS and figures["stateless_writes"] == 0)
@@ -224,7 +230,10 @@ def run(args) -> int:
           f"under {figures['under_admitted']})")
     print(f"  admitted pods/s    {figures['admitted_per_s']:.0f}   (budget >= {BUDGET_RATE:.0f})")
     print(f"  stateful  p50/p99  {sf['p50_ms']:.2f} / {sf['p99_ms']:.2f} ms   "
-          f"({sf['writes']} ledger writes: {admitted / max(1, sf['writes']):.1f} holds per write, {sf['conflicts']} conflicts)")
+          f"({sf['writes']} ledger writes: {figures['holds_per_write']:.1f} holds per write, "
+          f"{figures['write_mean_ms']:.1f} ms each)")
+    print(f"  409 conflicts      {sf['conflicts']} of {sf['writes'] + sf['conflicts']} write attempts "
+          f"({100 * figures['conflict_rate']:.0f} %)")
     print(f"  stateless p50/p99  {st['p50_ms']:.2f} / {st['p99_ms']:.2f} ms   ({st['writes']} ledger writes)")
     print(f"  added p99          {figures['added_p99_ms']:.2f} ms   (budget <= {BUDGET_P99_MS:.0f})")
     print("  within budget" if ok else "  OVER BUDGET")
