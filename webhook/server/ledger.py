@@ -128,6 +128,7 @@ class ClusterLedger:
         self.generation = 0  # bumped whenever a read brings in another replica's holds: older decisions are stale
         self.list_rv: str | None = None  # the collection's resourceVersion the watch resumes from
         self.watch_events = 0
+        self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
         self._stopped = threading.Event()
 
     # -- the view --
@@ -225,6 +226,7 @@ class ClusterLedger:
 
     def _relisted(self, items: list, rv: str | None) -> None:
         """A fresh list (start, or after a 410): every shard as listed; shards gone meanwhile are empty."""
+        self.relists += 1
         seen = set()
         for cm in items:
             name = (cm.get("metadata") or {}).get("name", "")

@@ -241,3 +241,56 @@ def test_a_garbled_shard_is_read_without_crashing_and_its_bad_entries_ignored(po
             await double.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_replica_learns_the_other_replicas_holds_through_the_watch_not_a_conflict(pki, policy_dir):
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            a, b = replica(policy_dir, url), replica(policy_dir, url)
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(a)
+                await until_ready(b)
+                assert sum(await burst((sa, sa), (ua, ua), [f"a{i}" for i in range(20)])) == 20
+                end = time.monotonic() + 5
+                while b.snapshot.reservations.totals().get("quota team-a", (0,))[0] != 20_000:  # no request to b yet
+                    assert time.monotonic() < end, "the watch never brought a's holds to b"
+                    await asyncio.sleep(0.01)
+                conflicts = double.conflicts
+                assert sum(await burst((sb, sb), (ub, ub), [f"b{i}" for i in range(20)])) == 12
+                assert double.conflicts == conflicts  # b wrote against the version its watch showed: no 409
+                assert len(held_gpus(double)) == 32
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_resumed_from_a_version_the_api_no_longer_keeps_relists(pki, policy_dir, monkeypatch):
+    from webhook.bench import apidouble
+
+    monkeypatch.setattr(apidouble, "HISTORY", 5)  # the double forgets all but the last 5 changes: a late watch gets 410
+
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            a, b = replica(policy_dir, url), replica(policy_dir, url)
+            await b.ledger.start()  # b has read the shards, but is not watching yet
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _):
+                await until_ready(a)
+                for i in range(8):  # one write each: b's resourceVersion falls out of the double's history
+                    assert await burst((sa, sa), (ua, ua), [f"a{i}"]) == [True]
+            task = asyncio.create_task(b.ledger.run())
+            end = time.monotonic() + 5
+            while b.snapshot.reservations.totals().get("quota team-a", (0,))[0] != 8_000:
+                assert time.monotonic() < end, "b never relisted after its watch expired"
+                await asyncio.sleep(0.01)
+            assert b.ledger.relists == 2  # the first read, and the one after 410 Gone
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
