@@ -26,7 +26,6 @@ import asyncio
 import hashlib
 import logging
 import re
-import sys
 import threading
 import time
 import uuid
@@ -45,10 +44,6 @@ MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers wi
 PRUNE_INTERVAL = 5.0
 WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
 MERGE_PATCH = "application/merge-patch+json"
-# The ledger's I/O runs in threads (the blocking `kubernetes` client) while the loop thread
-# decides; at CPython's default 5 ms switch interval a write or watch event waits up to
-# 5 ms per GIL hand-over under load. 0.5 ms bounds that wait, at a negligible switching cost.
-SWITCH_INTERVAL = 0.0005
 
 
 class LedgerUnavailable(Exception):
@@ -331,7 +326,6 @@ class ClusterLedger:
 
     async def run(self) -> None:
         """Background task: read the shards, watch them, and prune expired and settled holds while idle."""
-        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         await self.start()
         loop = asyncio.get_running_loop()
         thread = threading.Thread(target=self._watch_thread, args=(loop,), name="allot-ledger-watch", daemon=True)
