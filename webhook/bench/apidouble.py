@@ -21,6 +21,7 @@ from aiohttp import web
 
 CORE_PLURALS = ("nodes", "pods", "namespaces", "configmaps", "priorityclasses")
 HISTORY = 10000  # watch events kept for resuming
+HISTORY_BYTES = 64 << 20  # and at most this much of them (a big ConfigMap written often would hold gigabytes)
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
@@ -62,6 +63,7 @@ class ApiDouble:
         self.objects: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> object
         self.events: list[tuple[int, str, str, dict, bytes]] = []  # (rv, plural, namespace, labels, the watch line)
         self.changed = asyncio.Event()
+        self._bytes = 0  # of the kept watch lines
         self.conflicts = 0  # 409s answered, for tests and benches
         self.writes = 0
         self.url = ""
@@ -74,10 +76,11 @@ class ApiDouble:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         meta = obj["metadata"]
         # serialized once here, not once per watcher: the line is what every watch sends
-        self.events.append((self.rv, plural, meta.get("namespace") or "", dict(meta.get("labels") or {}),
-                            orjson.dumps({"type": kind, "object": obj}) + b"\n"))
-        if len(self.events) > HISTORY:
-            del self.events[: len(self.events) - HISTORY]
+        line = orjson.dumps({"type": kind, "object": obj}) + b"\n"
+        self.events.append((self.rv, plural, meta.get("namespace") or "", dict(meta.get("labels") or {}), line))
+        self._bytes += len(line)
+        while len(self.events) > 1 and (len(self.events) > HISTORY or self._bytes > HISTORY_BYTES):
+            self._bytes -= len(self.events.pop(0)[4])
         self.changed.set()
         self.changed = asyncio.Event()
 

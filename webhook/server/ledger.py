@@ -203,6 +203,12 @@ class ClusterLedger:
         if self._mirror(shard):
             self.generation += 1
             shard.read_at = self.generation
+            # Queued holds were decided without these: send them back to be decided again now,
+            # while the write in flight is out, so they are ready for the next one.
+            stale = [b for b in shard.pending if b[4] < shard.read_at]
+            if stale:
+                shard.pending = [b for b in shard.pending if b[4] >= shard.read_at]
+                _settle(stale, False)
         if shard.changed is not None:
             shard.changed.set()
             shard.changed = None
@@ -339,7 +345,7 @@ class ClusterLedger:
                                                   for k, e in shard.entries.items()):
                         shard.pruned_at = 0.0
                         fut = loop.create_future()
-                        shard.pending.append((None, (), 0.0, fut, self.generation))
+                        shard.pending.append((None, (), 0.0, fut, float("inf")))  # a prune is never stale
                         self._kick(shard)
         finally:
             self._stopped.set()

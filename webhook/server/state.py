@@ -170,6 +170,7 @@ class State:
             "ledger": None if self.ledger is None else {
                 "namespace": self.ledger.namespace, "replica": self.ledger.replica, "synced": self.ledger.synced,
                 "shards": len(self.ledger.shards), "error": self.ledger.error,
+                "watch_events": self.ledger.watch_events, "relists": self.ledger.relists,
             },
         }
         return not problems, detail
