@@ -170,14 +170,9 @@ def _creates(core, ns: str, names: list[str]) -> int:
 
 
 def _shard_holds(core, ledger_ns: str, quota: str) -> dict:
-    """hold key -> [expires_at, holds, replica, seen_at] in the ledger shard of `quota` (one data key per hold)."""
+    """hold key -> [expires_at, holds, replica, seen_at] in the ledger shard of `quota`."""
     shard = next((cm for cm in core.list_namespaced_config_map(ledger_ns).items if quota in cm.metadata.name), None)
-    out = {}
-    for text in ((shard.data or {}).values() if shard is not None else ()):
-        value = json.loads(text)
-        if isinstance(value, list) and len(value) == 5:
-            out[value[0]] = value[1:]
-    return out
+    return json.loads((shard.data or {}).get("holds") or "{}") if shard is not None else {}
 
 
 def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube, replicas):

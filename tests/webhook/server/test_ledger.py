@@ -87,8 +87,8 @@ def held_gpus(double: ApiDouble) -> dict[str, int]:
     cm = next((o for o in double.items("configmaps", NS) if o["metadata"]["name"] == SHARD), None)
     if cm is None:
         return {}
-    entries = [orjson.loads(v) for v in cm["data"].values()]  # one data key per hold: [key, expires_at, holds, replica, seen_at]
-    return {e[0]: sum(h[1] for h in e[2]) for e in entries}
+    entries = orjson.loads(cm["data"]["holds"])
+    return {k: sum(h[1] for h in e[1]) for k, e in entries.items()}
 
 
 async def burst(sessions, urls, names, *, gpus=1) -> list[bool]:
@@ -225,14 +225,13 @@ def test_a_garbled_shard_is_read_without_crashing_and_its_bad_entries_ignored(po
         double = ApiDouble()
         url = await double.start()
         try:
-            good = ["team-a/ok", time.time() + 30, [["quota team-a", 3000, 0, None, 3000]], "other", None]
-            bad = {"team-a_x": '"nope"', "team-a_y": "[1, 2]", "team-a_w": "{not json",
-                   "team-a_z": orjson.dumps(["team-a/z", time.time() + 30, [["q", 1.5, 0, None, 1]], "o", None]).decode(),
-                   "holds": orjson.dumps({"team-a/old": good[1:]}).decode()}  # the layout of an earlier version
+            good = [time.time() + 30, [["quota team-a", 3000, 0, None, 3000]], "other", None]
+            bad = {"team-a/x": "nope", "team-a/y": [1, 2], "team-a/z": [time.time() + 30, [["q", 1.5, 0, None, 1]], "o", None],
+                   "team-a/w": [time.time() + 30, [], "o", "yesterday"]}
             double.put("configmaps", {"metadata": {"name": SHARD, "namespace": NS, "labels": {"allot.dev/ledger": "reservations"}},
-                                      "data": {"team-a_ok": orjson.dumps(good).decode(), **bad}})
+                                      "data": {"holds": orjson.dumps({"team-a/ok": good, **bad}).decode()}})
             double.put("configmaps", {"metadata": {"name": shard_name("quota other"), "namespace": NS,
-                                                   "labels": {"allot.dev/ledger": "reservations"}}, "data": {"x": "{not json"}})
+                                                   "labels": {"allot.dev/ledger": "reservations"}}, "data": {"holds": "{not json"}})
             state = replica(policy_dir, url)
             await state.ledger.start()
             assert state.ledger.synced

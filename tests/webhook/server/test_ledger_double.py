@@ -1,7 +1,8 @@
 """The API double speaks the protocol the ledger relies on, through the real `kubernetes` client.
 
-Merge patches with `metadata.resourceVersion` are compare-and-swaps (409 when stale),
-`null` deletes a data key, and a watch with a label selector sees only matching objects.
+A watch with a label selector sees only matching objects (the ledger watches its
+shards so); merge patches with `metadata.resourceVersion` are compare-and-swaps (409
+when stale) and `null` deletes a key, as the API server does them.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from webhook.bench.apidouble import ApiDouble, api_client
-from webhook.server.ledger import MERGE_PATCH, Shard, _diff, data_key, newer
+from webhook.server.ledger import newer
 
 NS = "allot-system"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def _with_double(body):
@@ -83,39 +85,6 @@ def test_a_watch_with_a_label_selector_sees_only_matching_objects():
         assert seen == [("ADDED", "shard"), ("MODIFIED", "shard"), ("ADDED", "last")]
 
     _with_double(body)
-
-
-def _entry(milli: int, replica: str = "r", seen=None) -> list:
-    return [2e9, [["quota q", milli, 0, None, 0]], replica, seen]
-
-
-@pytest.mark.parametrize("known, wanted, want_patch", [
-    ({}, {}, {}),
-    ({"ns/a": _entry(1000)}, {"ns/a": _entry(1000)}, {}),  # nothing changed: nothing sent
-    ({"ns/a": _entry(1000)}, {"ns/a": _entry(1000), "ns/b": _entry(2000)}, {"ns_b": ["ns/b", *_entry(2000)]}),
-    ({"ns/a": _entry(1000), "ns/b": _entry(2000)}, {"ns/b": _entry(2000)}, {"ns_a": None}),  # dropped: null deletes
-    ({"ns/a": _entry(1000)}, {"ns/a": _entry(1000, seen=5.0)}, {"ns_a": ["ns/a", *_entry(1000, seen=5.0)]}),
-])
-def test_a_write_carries_only_the_holds_that_change(known, wanted, want_patch):
-    raw = {data_key(k): (orjson.dumps([k, *e]).decode(), k) for k, e in known.items()}  # as read from the API
-    shard = Shard("s", rv="1", entries=known, raw=raw)
-    patch, raw = _diff(shard, wanted)
-    assert {k: (None if v is None else orjson.loads(v)) for k, v in patch.items()} == want_patch
-    assert {text_key[1] for text_key in raw.values()} == set(wanted)
-
-
-@pytest.mark.parametrize("key, want", [
-    ("team-a/job-1", "team-a_job-1"),
-    ("wl:team-a/Deployment/web", "wl_team-a_Deployment_web"),
-])
-def test_data_keys_are_valid_configmap_keys(key, want):
-    assert data_key(key) == want
-
-
-def test_a_long_key_is_shortened_with_its_hash():
-    long_key = "ns/" + "x" * 250
-    dk = data_key(long_key)
-    assert len(dk) <= 253 and dk != data_key(long_key + "y")
 
 
 @pytest.mark.parametrize("rv, than, want", [("5", "4", True), ("4", "5", False), ("5", "5", False), ("1", None, True),
