@@ -131,31 +131,37 @@ class ClusterLedger:
             self.roots, self._engine = quota_roots(engine), engine
         return shard_name(self.roots.get(qid, qid))
 
-    def _mirror(self, shard: Shard) -> bool:
+    def _mirror(self, shard: Shard, old: dict[str, list]) -> bool:
         """Make the local ledger hold what other replicas hold in `shard` (skipping pods the snapshot shows).
 
-        True when another replica's hold was added or grew: decisions made before did not count it.
-        (A hold that went away only makes those decisions more careful than needed, never wrong.)
+        Only entries that differ from `old` (the shard's previous entries) are looked at: a
+        burst's shard holds thousands, and each event changes a few. Returns True when another
+        replica's hold was added or grew: decisions made before did not count it. (A hold
+        that went away only makes those decisions more careful than needed, never wrong;
+        an unchanged hold that expired is dropped by the local ledger's own clock.)
         """
         ledger = self.holds
         snapshot = self.state.snapshot
         now = time.time()
+        new = shard.entries
         changed: set[str] = set()
         added = False
-        for key, (expires_at, holds, replica, _seen) in shard.entries.items():
-            if replica == self.replica or expires_at <= now:
+        keys = [k for k, e in new.items() if old.get(k) != e]
+        keys += [k for k in old if k not in new]
+        for key in keys:
+            entry = new.get(key)
+            per = self.remote.get(key)
+            if entry is None or entry[2] == self.replica or entry[0] <= now:
+                if per is not None and shard.name in per:
+                    del per[shard.name]
+                    changed.add(key)
                 continue
+            held = tuple(tuple(h) for h in entry[1])
             per = self.remote.setdefault(key, {})
-            held = tuple(tuple(h) for h in holds)
             if per.get(shard.name) != held:
                 per[shard.name] = held
                 changed.add(key)
                 added = True
-        for key, per in list(self.remote.items()):
-            entry = shard.entries.get(key)
-            if shard.name in per and (entry is None or entry[2] == self.replica or entry[0] <= now):
-                del per[shard.name]
-                changed.add(key)
         for key in changed:
             per = self.remote.get(key) or {}
             if not per:
@@ -171,6 +177,7 @@ class ClusterLedger:
 
     def _load(self, shard: Shard, cm: dict | None) -> None:
         """Take `cm` (None: it does not exist) as the shard's state and mirror the other replicas' holds in it."""
+        old = shard.entries
         if cm is None:
             shard.rv, shard.entries, shard.text = None, {}, None
         else:
@@ -178,7 +185,7 @@ class ClusterLedger:
             text = (cm.get("data") or {}).get("holds") or "{}"
             if text != shard.text:
                 shard.text, shard.entries = text, _entries(text)
-        if self._mirror(shard):
+        if self._mirror(shard, old):
             self.generation += 1
             shard.read_at = self.generation
             # Queued holds were decided without these: send them back to be decided again now,
@@ -454,7 +461,8 @@ class ClusterLedger:
                 shard.write_s += (took - shard.write_s) / 8
                 new_rv = (cm.get("metadata") or {}).get("resourceVersion")
                 if newer(new_rv, shard.rv):  # (the watch may have shown this very write already)
-                    shard.rv, shard.entries, shard.text = new_rv, entries, text  # what was read plus this write: nothing to mirror
+                    before, shard.rv, shard.entries, shard.text = shard.entries, new_rv, entries, text
+                    self._mirror(shard, before)  # only drops: other replicas' holds this write pruned
                 _settle(batch, True)
         finally:
             shard.flushing = False
