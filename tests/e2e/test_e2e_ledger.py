@@ -17,6 +17,11 @@ import time
 
 import pytest
 
+# pytest's hypothesis plugin first imports this at the end of the session, and CPython 3.11.7's
+# AST state is not thread-safe (gh-106905): after this suite's threaded creates that late import
+# failed with "AST constructor recursion depth mismatch" although every test had passed.
+import hypothesis.internal.observability  # noqa: F401
+
 import kit
 from kit import gpu_pod, wait_for
 
