@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -189,7 +190,9 @@ def run(args) -> int:
 
         run_loop(main)
     except Exception as exc:  # noqa: BLE001 - a process that would not start, an API server that refused
-        print(f"allot bench ledger: error: {type(exc).__name__}: {str(exc)[:500]}", file=sys.stderr)
+        print(f"allot bench ledger: error: {type(exc).__name__}: {str(exc)[:500]} (processes' stderr in {work})",
+              file=sys.stderr)
+        work = None  # kept for a look
         return 1
     finally:
         if core is not None:
@@ -204,6 +207,8 @@ def run(args) -> int:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)  # certificates, policy, the replicas' stderr: nothing to keep
     st, sf = out["stateless"], out["stateful"]
     admitted = sf["allowed"]
     figures = {
