@@ -37,7 +37,7 @@ PREFIX = "allot-ledger-"
 LABEL = "allot.dev/ledger"
 SELECTOR = f"{LABEL}=reservations"
 SETTLE = 15.0  # seconds a hold outlives the pod's appearance: every replica's watch shows the pod by then
-MAX_HOLDS = 4000  # per shard: ~150 bytes each keeps a ConfigMap far below its 1 MiB limit
+MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1 MiB limit
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
 PRUNE_INTERVAL = 5.0
 WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
