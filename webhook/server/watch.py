@@ -55,13 +55,16 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", optional=True),
     Resource("PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", optional=True),
     Resource("Workload", "kueue.x-k8s.io/v1beta1", "workloads", optional=True),
-    # upstream gang APIs: v1alpha2 in 1.36 (PodGroup + Workload), v1alpha1 (Workload only) in 1.35
+    # upstream gang APIs: v1beta1 in 1.37, v1alpha2 in 1.36 (PodGroup + Workload), v1alpha1 (Workload only) in 1.35.
+    # One object served at two versions lands on one snapshot key (its gang family, not its version).
+    Resource("PodGroup", "scheduling.k8s.io/v1beta1", "podgroups", optional=True),
+    Resource("Workload", "scheduling.k8s.io/v1beta1", "workloads", optional=True),
     Resource("PodGroup", "scheduling.k8s.io/v1alpha2", "podgroups", optional=True),
     Resource("Workload", "scheduling.k8s.io/v1alpha2", "workloads", optional=True),
     Resource("Workload", "scheduling.k8s.io/v1alpha1", "workloads", optional=True),
 )
 # A kind and group watched at two versions: the older one's id names its version.
-VERSIONED_IDS = frozenset({"scheduling.k8s.io/v1alpha1"})
+VERSIONED_IDS = frozenset({"scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1beta1"})
 
 def workload_resources() -> tuple[Resource, ...]:
     """The workload kinds whose holds the snapshot must see end (deleted, finished) and whose `scale` reads the live template.

@@ -202,3 +202,33 @@ def test_serve_with_a_kubeconfig_is_ready_only_after_the_first_sync(fake_api, tm
     asyncio.run(main())
     assert seen[0] == (503, ["cluster state not synced yet"])
     assert seen[-1] == (200, [])
+
+
+WORKLOAD_V1BETA1 = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+                    "metadata": {"name": "train", "namespace": "team-a", "resourceVersion": "9"},
+                    "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}}]}}
+
+
+@pytest.mark.parametrize("served", [("v1beta1",), ("v1beta1", "v1alpha2")])
+def test_the_upstream_workload_is_read_at_v1beta1_once_however_many_versions_serve_it(served):
+    script = {("/apis/scheduling.k8s.io/" + v + "/workloads", False): [(200, listing("Workload", 9, [{**WORKLOAD_V1BETA1, "apiVersion": "scheduling.k8s.io/" + v}]))]
+              for v in served}
+    api = FakeAPI(script)
+    upstream = tuple(r for r in RESOURCES if r.api_version.startswith("scheduling.k8s.io/v1") and r.kind in ("Workload", "PodGroup") and r.api_version != "scheduling.k8s.io/v1")
+    state = State(snapshot=ClusterSnapshot(), admission=admission_module())
+    watcher = ClusterWatcher(state, api.api_client, resources=upstream, watch_seconds=5)
+
+    async def scenario():
+        task = asyncio.create_task(watcher.run())
+        await asyncio.get_running_loop().run_in_executor(None, wait_for, lambda: state.cluster.synced)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        api.close()
+    assert state.cluster.synced
+    assert state.cluster.kinds["Workload.scheduling.k8s.io/v1beta1"]["synced"]
+    assert state.snapshot.group("team-a", "train", "workload") is not None
+    assert sum(1 for g in state.snapshot.groups()) == 1
