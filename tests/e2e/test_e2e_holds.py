@@ -25,13 +25,17 @@ def deployment(name: str, namespace: str, replicas: int) -> dict:
 
 def test_kubectl_scale_and_delete_release_a_deployments_hold_at_once(allot, kube, cluster):
     ns = f"q-{cluster['run']}"  # the suite's quota e2e-quota: 4 GPUs in this namespace
-    assert kube.create(deployment("hold-a", ns, 4)).returncode == 0  # admitted: holds all 4
-    wait_for("the watch to show hold-a", lambda: allot.metric("allot_watch_events", kind="Deployment.apps", type="ADDED") >= 1)
 
     def fits(name: str, replicas: int) -> bool:
         r = kube.create(deployment(name, ns, replicas), "--dry-run=server", check=False)
         assert r.returncode == 0 or "QuotaExceeded" in r.stderr or "requested" in r.stderr, r.stderr
         return r.returncode == 0
+
+    # the quota test of test_e2e_admission.py leaves its pods in this namespace: start from an empty quota
+    kube.run("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", check=False)
+    wait_for("the quota to see the namespace's pods gone", lambda: fits("probe", 4), timeout=30, every=0.5)
+    assert kube.create(deployment("hold-a", ns, 4)).returncode == 0  # admitted: holds all 4
+    wait_for("the watch to show hold-a", lambda: allot.metric("allot_watch_events", kind="Deployment.apps", type="ADDED") >= 1)
 
     assert not fits("probe", 1)  # 4 held + 1 > 4
     r = kube.run("scale", "deployment", "hold-a", "-n", ns, "--replicas=1")  # the scale sub-resource
