@@ -2,10 +2,13 @@
 
 Each domain keeps, per GPU model: a histogram of its eligible nodes by free whole
 devices, the pods of k whole GPUs it holds for each k in `SHAPES` (exact: sum of
-`free // k` over its nodes), and a count of its shared devices by state. Each level
-keeps, per model and shape, buckets of domains by capacity with the non-empty
-capacities sorted, so "the tightest domain that holds n pods" is one bisection.
-A node event changes one node's contribution and updates its ancestors: O(depth).
+`free // k` over its nodes), the free cpu, memory and pod slots of its nodes with GPU
+room — all packed in ONE int (`Agg.vec`), so a node event adds one precomputed delta
+per ancestor — and a count of its shared devices by state. Each level keeps, per model
+and shape, buckets of domains by capacity with the non-empty capacities sorted, so "the
+tightest domain that holds n pods" is one bisection; an event only marks the domains
+whose capacity it changed, and the buckets are brought up to date when next read
+(`settle`). A node event changes one node's contribution and updates its ancestors: O(depth).
 """
 
 from __future__ import annotations
@@ -19,17 +22,6 @@ SHAPES = (1, 2, 4, 8)  # whole-GPU pod sizes with exact per-level buckets; other
 # one bucket by free devices answers every shape (a third of the work of a bind event).
 PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})
 SHAPE_INDEX = {k: i for i, k in enumerate(SHAPES)}
-_CAPS_OF: list[tuple[int, ...]] = []  # _CAPS_OF[h] = pods of each shape that h free devices hold
-
-
-def caps_of(h: int) -> tuple[int, ...]:
-    """(h // k for k in SHAPES), memoized."""
-    while len(_CAPS_OF) <= h:
-        n = len(_CAPS_OF)
-        _CAPS_OF.append(tuple(n // k for k in SHAPES))
-    return _CAPS_OF[h]
-
-
 class Buckets:
     """Domains of one level (held as their `Agg` for the model) by capacity for one shape: sparse, capacities sorted.
 
@@ -88,21 +80,71 @@ def resource_part(node: NodeState) -> tuple[int, int, int] | None:
     return (cpu if cpu > 0 else 0), (ram if ram > 0 else 0), (pods if pods > 0 else 0)
 
 
-_NOTHING = (0, 0, 0)
+# ---- one int per aggregate -------------------------------------------------------------------------------------
+# Agg.vec packs, in fields of _W bits: caps (pods of each of SHAPES, fields 0..3), the free pod slots, cpu and
+# memory summed over the agg's nodes with GPU room (fields 4..6), then the histogram (field 7 + h: nodes with h
+# free devices; it grows at the top). Every field is linear in the nodes (a node adds `_GV[h]` and `packed(res)`),
+# so a node going from one state to another adds ONE precomputed delta to each ancestor, negative fields included,
+# and the result is exact while each field stays in [0, 2**128) — counts and int64 node amounts summed over fewer
+# than 2**64 nodes always do. A bind event then touches one int per level instead of a histogram, a caps list and
+# its sums (most of an event was those list updates: docs/placement.md).
+_W = 128
+_FIELD = (1 << _W) - 1
+_SUMS = len(SHAPES)  # field of the slot sums; cpu and memory follow
+_HIST = len(SHAPES) + 3  # field of hist[0]
+_2W = 2 * _W
+_SUMS_SHIFT = _SUMS * _W
+_CAP_SHIFT = tuple(i * _W for i in range(len(SHAPES)))
+_GV: list[int] = []  # _GV[h]: what one node with h free devices adds (hist[h] += 1, caps += h // k)
+
+
+def reserve_devices(gpus: int) -> None:
+    """Make `_GV[h]` exist for every h ≤ gpus (called when a node is attached, so events index it directly)."""
+    while len(_GV) <= gpus:
+        h = len(_GV)
+        _GV.append((1 << ((_HIST + h) * _W)) + sum((h // k) << _CAP_SHIFT[i] for i, k in enumerate(SHAPES)))
+
+
+def gpu_vec(h: int) -> int:
+    """The packed hist and caps part of a node with h free devices."""
+    reserve_devices(h)
+    return _GV[h]
+
+
+def packed(cpu: int, ram: int, pods: int) -> int:
+    """(cpu, memory, slots) as the sums fields of Agg.vec hold them (deltas may be negative)."""
+    return ((ram << _2W) + (cpu << _W) + pods) << _SUMS_SHIFT
+
+
+def settle(dirty: set) -> None:
+    """Move every marked agg to the buckets of its current capacities (events only mark them: `Tree.dirty`)."""
+    for agg in dirty:
+        lists, placed, vec = agg.lists, agg.placed, agg.vec
+        for i, b in enumerate(lists):
+            if b is None:
+                continue
+            cap = (vec >> _CAP_SHIFT[i]) & _FIELD
+            was = placed[i]
+            if cap != was:
+                b.move(agg, was, cap)
+                placed[i] = cap
+    dirty.clear()
+
+
+# Aggs marked and not yet settled, at most: an event that marks more settles them, so a query never pays for more
+# than this many (~1.5 µs each at 256k nodes: ≤ 2 ms), and the marks coalesce (a pod bound then gone moves nothing).
+DIRTY_LIMIT = 1024
 
 
 def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
-    """Move a node's resource contribution from `old` to `new` in its domains (per-node levels keep none)."""
-    o = old if old is not None else _NOTHING
-    n = new if new is not None else _NOTHING
-    d_sums = packed(n[0] - o[0], n[1] - o[1], n[2] - o[2])
+    """Move a node's resource contribution from `old` to `new` in its domains (sums and the flat root's counts)."""
     aggs = node.aggs
     if not aggs:
         return
-    for agg in aggs:
-        caps = agg.caps
-        if len(caps) == _WITH_SUMS:
-            caps[_SUMS] += d_sums
+    d_sums = (packed(*new) if new is not None else 0) - (packed(*old) if old is not None else 0)
+    if d_sums:
+        for agg in aggs:
+            agg.vec += d_sums
     _count_free(aggs[0].res, old, new)
 
 
@@ -126,27 +168,12 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
             c[b] = c.get(b, 0) + 1
 
 
-# caps[_SUMS]: free (cpu, memory, pod slots) summed over the agg's nodes with GPU room, packed in ONE int as
-# memory << 256 | cpu << 128 | slots. Sums are linear, so adding packed deltas (negative fields included) is exact
-# while each field stays in [0, 2**128) — int64 node amounts summed over fewer than 2**64 nodes always do; one int
-# per level per event instead of three is one cold object, not three.
-_SUMS = len(SHAPES)
-_WITH_SUMS = len(SHAPES) + 1
-_FIELD = (1 << 128) - 1
-
-
-def packed(cpu: int, ram: int, pods: int) -> int:
-    """(cpu, memory, slots) as the one int caps[_SUMS] holds (deltas may be negative)."""
-    return (ram << 256) + (cpu << 128) + pods
-
-
 def sums(agg: "Agg") -> tuple[int, int, int] | None:
     """Free (cpu, memory, pod slots) summed over the agg's nodes with GPU room; None at per-node levels."""
-    caps = agg.caps
-    if len(caps) != _WITH_SUMS:
+    if not agg.sums_kept:
         return None
-    s = caps[_SUMS]
-    return (s >> 128) & _FIELD, s >> 256, s & _FIELD
+    s = agg.vec >> (_SUMS * _W)
+    return (s >> _W) & _FIELD, (s >> (2 * _W)) & _FIELD, s & _FIELD
 
 
 def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
@@ -206,23 +233,38 @@ def bound(agg: "Agg", demand: Demand) -> int | None:
 class Agg:
     """One domain's aggregate for one model key."""
 
-    __slots__ = ("hist", "caps", "partial", "nodes", "domain", "lists", "res")
+    __slots__ = ("vec", "partial", "nodes", "domain", "lists", "res", "placed", "sums_kept")
 
     def __init__(self, domain: "Domain", lists: "list[Buckets] | None") -> None:
-        self.hist: list[int] = [0]  # hist[h] = eligible nodes with h free whole devices
-        self.caps = [0] * len(SHAPES)  # caps[i] = pods of SHAPES[i] whole GPUs that fit
+        self.vec = 0  # caps, resource sums and histogram, packed (see _W above)
         self.partial: dict[tuple[int, int, int], int] = {}  # shared device state -> devices
         self.nodes = 0
         self.domain = domain
         self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
-        # caps[_SUMS] = free cpu, memory, pod slots summed over nodes with GPU room, packed (not at per-node levels,
-        # where the node itself is looked at): kept in `caps` so a bind event touches no extra object per level.
-        per_node = domain.level >= 0 and domain.tree.per_node[domain.level]
-        if not per_node:
-            self.caps.append(0)  # caps[_SUMS]
+        # The capacity per shape this agg is filed under in `lists` (0 = not held): behind `caps` until settled.
+        self.placed: list[int] | None = [0] * len(SHAPES) if lists is not None else None
+        # The sums are read only above the per-node level (where the node itself is looked at).
+        self.sums_kept = not (domain.level >= 0 and domain.tree.per_node[domain.level])
         # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
         # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
         self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
+
+    @property
+    def caps(self) -> list[int]:
+        """caps[i] = pods of SHAPES[i] whole GPUs that fit (exact)."""
+        vec = self.vec
+        return [(vec >> shift) & _FIELD for shift in _CAP_SHIFT]
+
+    def cap(self, i: int) -> int:
+        """caps[i] alone."""
+        return (self.vec >> _CAP_SHIFT[i]) & _FIELD
+
+    @property
+    def hist(self) -> list[int]:
+        """hist[h] = eligible nodes with h free whole devices (at least [0])."""
+        top = (self.vec.bit_length() + _W - 1) // _W - _HIST
+        v = self.vec >> (_HIST * _W)
+        return [(v >> (h * _W)) & _FIELD for h in range(max(top, 1))]
 
     def free_whole(self) -> int:
         """Untouched devices in the domain."""
@@ -274,7 +316,7 @@ class Domain:
                 agg = aggs.get(key)
                 if agg is None or agg.nodes == 0 or (need and memory.get(key, 0) * whole < need):
                     continue
-                total += agg.caps[i] if i is not None else sum((h // whole) * c for h, c in enumerate(agg.hist))
+                total += (agg.vec >> _CAP_SHIFT[i]) & _FIELD if i is not None else sum((h // whole) * c for h, c in enumerate(agg.hist))
             return total
         for key in models:
             agg = aggs.get(key)
@@ -298,9 +340,9 @@ class Domain:
 class Tree:
     """One declared topology: its root, its levels and the capacity buckets of each level."""
 
-    __slots__ = ("name", "level_names", "labels", "per_node", "root", "buckets", "domains_at", "_last")
+    __slots__ = ("name", "level_names", "labels", "per_node", "root", "buckets", "domains_at", "_last", "dirty")
 
-    def __init__(self, name: str, levels) -> None:
+    def __init__(self, name: str, levels, dirty: set | None = None) -> None:
         self.name = name
         self.level_names = tuple(level for level, _label in levels)
         self.labels = tuple(label for _level, label in levels)
@@ -310,6 +352,14 @@ class Tree:
         self.root = Domain(self, -1, (), None)
         self._last: tuple = (None, [])
         self.domains_at: list[int] = [0 for _ in self.level_names]
+        # Aggs whose capacity changed since their buckets were last settled (shared by an index's trees: one event
+        # marks the node's aggs in every topology with one set update); read through `tightest` / `largest`.
+        self.dirty: set = dirty if dirty is not None else set()
+
+    def settle(self) -> None:
+        """Bring every level's buckets up to date with the aggregates (events only mark what moved)."""
+        if self.dirty:
+            settle(self.dirty)
 
     def domains_for(self, path: tuple[str, ...]) -> list[Domain]:
         """The chain root → deepest domain for a node's label path, created on first sight."""
@@ -344,6 +394,8 @@ class Tree:
 
     def tightest(self, level: int, model: str, shape: int, n: int) -> Domain | None:
         """The first domain in the lowest bucket ≥ n (ties: the one at that capacity longest)."""
+        if self.dirty:
+            settle(self.dirty)
         lists = self.buckets[level].get(model)
         if not lists:
             return None
@@ -355,30 +407,13 @@ class Tree:
 
     def largest(self, level: int, model: str, shape: int) -> Domain | None:
         """A domain of the level with the most capacity for `shape`."""
+        if self.dirty:
+            settle(self.dirty)
         lists = self.buckets[level].get(model)
         if not lists:
             return None
         agg = lists[0 if self.per_node[level] else SHAPE_INDEX[shape]].largest()
         return agg.domain if agg is not None else None
-
-
-_DELTAS: dict[tuple, tuple[tuple[int, int], ...]] = {}
-
-
-def _deltas(h_old: int | None, h_new: int | None) -> tuple[tuple[int, int], ...]:
-    """(shape index, capacity change) for a node going from h_old to h_new free devices; memoized."""
-    hit = _DELTAS.get((h_old, h_new))
-    if hit is None:
-        hit = _DELTAS[(h_old, h_new)] = tuple(
-            (i, d) for i, k in enumerate(SHAPES) if (d := (h_new // k if h_new else 0) - (h_old // k if h_old else 0))
-        )
-    return hit
-
-
-def _move(agg: Agg, i: int, old: int, new: int) -> None:
-    buckets = agg.lists[i]  # type: ignore[index]
-    if buckets is not None:  # None: a per-node level keeps only the free-devices bucket
-        buckets.move(agg, old, new)
 
 
 def apply_contribution(node: NodeState, old, new) -> None:
@@ -387,29 +422,15 @@ def apply_contribution(node: NodeState, old, new) -> None:
         return
     h_old, p_old = old if old is not None else (None, ())
     h_new, p_new = new if new is not None else (None, ())
-    deltas = _deltas(h_old, h_new) if h_old != h_new else ()
+    d = (gpu_vec(h_new) if h_new is not None else 0) - (gpu_vec(h_old) if h_old is not None else 0)
+    dn = (h_new is not None) - (h_old is not None)
     partial_changed = p_old != p_new
-    if h_old is not None and h_new is not None and not partial_changed:
-        _move_whole(node.aggs, h_old, h_new, deltas)  # the common event: a whole-GPU pod binds or leaves
-        return
-    for agg in node.aggs:
-        hist = agg.hist
-        if h_old is not None:
-            hist[h_old] -= 1
-            agg.nodes -= 1
-        if h_new is not None:
-            if len(hist) <= h_new:
-                hist.extend([0] * (h_new + 1 - len(hist)))
-            hist[h_new] += 1
-            agg.nodes += 1
-        if deltas:
-            caps = agg.caps
-            lists = agg.lists
-            for i, d in deltas:
-                before = caps[i]
-                caps[i] = after = before + d
-                if lists is not None and lists[i] is not None:
-                    lists[i].move(agg, before, after)
+    aggs = node.aggs
+    for agg in aggs:
+        if d:
+            agg.vec += d
+        if dn:
+            agg.nodes += dn
         if partial_changed:
             partial = agg.partial
             for state in p_old:
@@ -420,13 +441,24 @@ def apply_contribution(node: NodeState, old, new) -> None:
                     del partial[state]
             for state in p_new:
                 partial[state] = partial.get(state, 0) + 1
+    if d and node.ranked:
+        _mark(node.ranked)
+
+
+def _mark(ranked: tuple) -> None:
+    """Mark the node's ranked aggs (every tree of an index shares one set), settling when too many wait."""
+    dirty = ranked[0].domain.tree.dirty
+    dirty.update(ranked)
+    if len(dirty) > DIRTY_LIMIT:
+        settle(dirty)
 
 
 def move_pod(node: NodeState, old, new, res_old, res) -> None:
     """A pod bound or gone: the node's GPU contribution `old` -> `new` and its resource part `res_old` -> `res`, in one pass.
 
-    The resource parts are recomputed from the node before and after the change rather than
-    stored on it: a stored tuple is one more cold object per event at 256k nodes.
+    The common event (free devices and free amounts change, no shared device does) adds one
+    delta to each ancestor's packed int and marks the ranked ones; the resource parts are
+    recomputed from the node before and after the change rather than stored on it.
     """
     if old is None or new is None or old[1] != new[1] or res_old is None or res is None:
         apply_contribution(node, old, new)  # the rarer shapes of change
@@ -434,63 +466,23 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
             apply_resources(node, res_old, res)
         return
     h_old, h_new = old[0], new[0]
-    _move_whole(node.aggs, h_old, h_new, _deltas(h_old, h_new) if h_old != h_new else (),
-                packed(res[0] - res_old[0], res[1] - res_old[1], res[2] - res_old[2]))
-    _count_free(node.aggs[0].res if node.aggs else None, res_old, res)
-
-
-def _move_whole(aggs: tuple, h_old: int, h_new: int, deltas: tuple, d_sums: int = 0) -> None:
-    """A node stays counted and only its free whole devices (and free cpu/memory/slots, by the packed `d_sums`) change."""
-    # Memory-bound at 256k nodes (each cold object costs a cache miss): touch only the agg, its
-    # lists and the buckets; the buckets hold aggs, not domains, so hashing needs no extra object.
-    for agg in aggs:
-        hist = agg.hist
-        hist[h_old] -= 1
-        if len(hist) <= h_new:
-            hist.extend([0] * (h_new + 1 - len(hist)))
-        hist[h_new] += 1
-        caps = agg.caps
-        if d_sums and len(caps) == _WITH_SUMS:  # the resource sums ride in caps (not at per-node levels)
-            caps[_SUMS] += d_sums
-        if not deltas:
-            continue
-        lists = agg.lists
-        if lists is None:  # a root: nothing to rank
-            for i, d in deltas:
-                caps[i] += d
-            continue
-        for i, d in deltas:
-            before = caps[i]
-            caps[i] = after = before + d
-            b = lists[i]
-            if b is None:
-                continue
-            # Buckets.move, inlined: this loop is most of a pod-bind event.
-            by_cap = b.by_cap
-            if before:
-                bucket = by_cap[before]
-                del bucket[agg]
-                if not bucket:
-                    del by_cap[before]
-                    order = b.order
-                    del order[bisect_left(order, before)]
-            if after:
-                bucket = by_cap.get(after)
-                if bucket is None:
-                    by_cap[after] = {agg: None}
-                    insort(b.order, after)
-                else:
-                    bucket[agg] = None
+    d = _GV[h_new] - _GV[h_old] if h_old != h_new else 0  # h ≤ the node's devices: reserved when it was attached
+    if res != res_old:
+        d += (((res[1] - res_old[1]) << _2W) + ((res[0] - res_old[0]) << _W) + (res[2] - res_old[2])) << _SUMS_SHIFT
+        _count_free(node.aggs[0].res, res_old, res)
+    if d:
+        for agg in node.aggs:
+            agg.vec += d
+    if h_old != h_new and node.ranked:
+        _mark(node.ranked)
 
 
 def add_bulk(node: NodeState, contribution) -> None:
-    """Add a node's contribution to its domains' histograms only (bulk load; caps and buckets come after)."""
+    """Add a node's contribution to its domains (bulk load; the buckets are filled after, by `finish_bulk`)."""
     h, partials = contribution
+    d = gpu_vec(h)
     for agg in node.aggs:
-        hist = agg.hist
-        if len(hist) <= h:
-            hist.extend([0] * (h + 1 - len(hist)))
-        hist[h] += 1
+        agg.vec += d
         agg.nodes += 1
         if partials:
             partial = agg.partial
@@ -499,19 +491,12 @@ def add_bulk(node: NodeState, contribution) -> None:
 
 
 def finish_bulk(tree: Tree) -> None:
-    """Compute caps from histograms and fill the level buckets, once, after a bulk load."""
+    """File every domain in its level buckets, once, after a bulk load."""
     stack = [tree.root]
     while stack:
         domain = stack.pop()
         stack.extend(domain.children.values())
         for agg in domain.aggs.values():
-            caps = [0] * len(SHAPES)
-            for h, c in enumerate(agg.hist):
-                if c and h:
-                    for i, per in enumerate(caps_of(h)):
-                        caps[i] += per * c
-            agg.caps[: len(SHAPES)] = caps  # the resource sums after them stay
             if agg.lists is not None:
-                for i, cap in enumerate(caps):
-                    if cap:
-                        _move(agg, i, 0, cap)
+                tree.dirty.add(agg)
+    settle(tree.dirty)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, resource_part
+from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -56,8 +56,9 @@ class PlacementIndex(Reservations):
         self.topologies = tuple((name, tuple(tuple(lv) for lv in levels)) for name, levels in topologies)
         self.gpu_models = dict(gpu_models)
         self.tolerated = tolerated
-        self.trees: dict[str, Tree] = {name: Tree(name, levels) for name, levels in self.topologies}
-        self.flat = Tree(FLAT, ())
+        dirty: set = set()  # aggs whose buckets lag their capacity, for every tree (aggregates.settle)
+        self.trees: dict[str, Tree] = {name: Tree(name, levels, dirty) for name, levels in self.topologies}
+        self.flat = Tree(FLAT, (), dirty)
         self.nodes: dict[str, NodeState] = {}
         self.model_memory: dict[str, int] = {}  # model key -> bytes per device (smallest seen)
         self.model_keys: tuple[str, ...] = ()  # sorted untainted model keys: what a gang without tolerations uses
@@ -221,12 +222,15 @@ class PlacementIndex(Reservations):
             domains.extend(chain)
         state.domains = tuple(domains)
         state.aggs = tuple(d.agg_for(state.spec.model) for d in domains)
+        state.ranked = tuple(agg for agg in state.aggs if agg.lists is not None)
+        reserve_devices(state.spec.gpus)  # every h an event can meet has its packed delta ready
 
     def _detach(self, state: NodeState) -> None:
         for domain in state.domains:
             domain.nodes.pop(state, None)
         state.domains = ()
         state.aggs = ()
+        state.ranked = ()
 
     def _mutate(self, state: NodeState, change: Callable[[], object]) -> object:
         """Run `change` on the node and push the difference into its domains (O(depth))."""

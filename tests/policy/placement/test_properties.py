@@ -176,6 +176,8 @@ def test_mixed_gangs_are_sound(cluster, a, b, big, data):
 def check_aggregates(idx: PlacementIndex) -> None:
     """Every domain's aggregates and every level bucket equal a recomputation from the node states."""
     for tree in (idx.flat, *idx.trees.values()):
+        _check_marks(tree)
+        tree.settle()
         stack = [tree.root]
         while stack:
             d = stack.pop()
@@ -224,6 +226,24 @@ def check_aggregates(idx: PlacementIndex) -> None:
                             holders = [c for c, bucket in buckets.by_cap.items() if agg in bucket]
                             assert holders == ([cap] if cap else []), (d.path, model, i)
                             assert buckets.order == sorted(c for c, b in buckets.by_cap.items() if b)
+
+
+def _check_marks(tree) -> None:
+    """Before settling: each agg is filed at its `placed` capacities, and one whose capacity moved is marked dirty."""
+    stack = [tree.root]
+    while stack:
+        d = stack.pop()
+        stack.extend(d.children.values())
+        for model, agg in d.aggs.items():
+            if agg.lists is None:
+                continue
+            for i, cap in enumerate(agg.caps):
+                buckets = agg.lists[i]
+                if buckets is None:
+                    continue
+                holders = [c for c, bucket in buckets.by_cap.items() if agg in bucket]
+                assert holders == ([agg.placed[i]] if agg.placed[i] else []), (d.path, model, i)
+                assert agg in tree.dirty or agg.placed[i] == cap, (d.path, model, i)
 
 
 OPS = st.lists(
