@@ -8,12 +8,13 @@ per ancestor — and a count of its shared devices by state. Each level keeps, p
 and shape, buckets of domains by capacity with the non-empty capacities sorted, so "the
 tightest domain that holds n pods" is one bisection; an event only marks the domains
 whose capacity it changed, and the buckets are brought up to date when next read
-(`settle`). A node event changes one node's contribution and updates its ancestors: O(depth).
+(`Lag`). A node event changes one node's contribution and updates its ancestors: O(depth).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import deque
 
 from policy.placement.devices import FULL, Demand, NodeState, device_fit
 
@@ -95,6 +96,7 @@ _HIST = len(SHAPES) + 3  # field of hist[0]
 _2W = 2 * _W
 _SUMS_SHIFT = _SUMS * _W
 _CAP_SHIFT = tuple(i * _W for i in range(len(SHAPES)))
+_CAPS_MASK = (1 << (len(SHAPES) * _W)) - 1
 _GV: list[int] = []  # _GV[h]: what one node with h free devices adds (hist[h] += 1, caps += h // k)
 
 
@@ -116,24 +118,61 @@ def packed(cpu: int, ram: int, pods: int) -> int:
     return ((ram << _2W) + (cpu << _W) + pods) << _SUMS_SHIFT
 
 
-def settle(dirty: set) -> None:
-    """Move every marked agg to the buckets of its current capacities (events only mark them: `Tree.dirty`)."""
-    for agg in dirty:
-        lists, placed, vec = agg.lists, agg.placed, agg.vec
-        for i, b in enumerate(lists):
-            if b is None:
-                continue
-            cap = (vec >> _CAP_SHIFT[i]) & _FIELD
-            was = placed[i]
-            if cap != was:
-                b.move(agg, was, cap)
-                placed[i] = cap
-    dirty.clear()
+class Lag:
+    """What events marked and readers settle, shared by an index's trees (docs/placement.md, "Deferred").
+
+    `aggs`: aggs whose capacity moved since they were filed in their level's buckets (`Agg.marked`);
+    `nodes` / `counted`: nodes whose free cpu, memory and slots the flat root's counts hold at an
+    older amount (`counted[node]`). A reader settles all of it first (`Tree.tightest`, `certain`, …),
+    so answers are exact; an event that leaves more than `limit` of either settles the oldest,
+    so a query never pays for more than that and no event pays for a backlog.
+    """
+
+    __slots__ = ("aggs", "nodes", "counted", "limit")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = LAG_LIMIT if limit is None else limit  # 0: settle at every event (what tests compare against)
+        self.aggs: deque = deque()
+        self.nodes: deque = deque()  # may hold nodes settled since by a general-path change (skipped)
+        self.counted: dict = {}
+
+    def settle(self) -> None:
+        """Bring every level's buckets and the flat roots' counts up to date."""
+        aggs = self.aggs
+        while aggs:
+            _file(aggs.popleft())
+        nodes = self.nodes
+        while nodes:
+            self._count(nodes.popleft())
+
+    def _count(self, node: NodeState) -> None:
+        counted = self.counted.pop(node, _UNMARKED)
+        if counted is not _UNMARKED:
+            now = resource_part(node)
+            if now != counted:
+                _count_free(node.aggs[0].res, counted, now)
 
 
-# Aggs marked and not yet settled, at most: an event that marks more settles them, so a query never pays for more
-# than this many (~1.5 µs each at 256k nodes: ≤ 2 ms), and the marks coalesce (a pod bound then gone moves nothing).
-DIRTY_LIMIT = 1024
+_UNMARKED = object()
+# Marks left unsettled, at most, per kind: a query settles at most this many aggs and nodes (≈ 0.5 and 1 µs each at
+# 256k nodes: under 1 ms), and an event beyond it settles the oldest, about as many as it marked.
+LAG_LIMIT = 512
+
+
+def _file(agg: "Agg") -> None:
+    """File a marked agg under its current capacities."""
+    agg.marked = False
+    now = agg.vec & _CAPS_MASK
+    was = agg.placed
+    if now == was:
+        return  # back where it is filed (a pod bound, then gone)
+    for i, b in enumerate(agg.lists):
+        if b is not None:
+            before = (was >> _CAP_SHIFT[i]) & _FIELD
+            after = (now >> _CAP_SHIFT[i]) & _FIELD
+            if before != after:
+                b.move(agg, before, after)
+    agg.placed = now
 
 
 def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
@@ -145,7 +184,12 @@ def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> No
     if d_sums:
         for agg in aggs:
             agg.vec += d_sums
-    _count_free(aggs[0].res, old, new)
+    root = aggs[0]
+    if root.res is not None:
+        counted = root.domain.tree.lag.counted.pop(node, _UNMARKED)
+        if counted is not _UNMARKED:
+            old = counted  # what the counts hold for it: the amounts when it was first marked
+        _count_free(root.res, old, new)
 
 
 def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> None:
@@ -184,9 +228,10 @@ def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
     (the most free devices of any node, over k; or `max_devices`, the most devices of any
     node, times the shares per device).
     """
-    res = agg.res
-    if demand.node_filter is not None or res is None:
+    if demand.node_filter is not None or agg.res is None:
         return False
+    agg.domain.tree.lag.settle()
+    res = agg.res
     if not res[2]:
         return True  # no node with room: nothing to limit
     if demand.whole:
@@ -210,6 +255,7 @@ def most_free(agg: "Agg") -> tuple[int, int, int] | None:
     res = agg.res
     if res is None:
         return None
+    agg.domain.tree.lag.settle()
     return tuple(max(c) if c else 0 for c in res)  # type: ignore[return-value]
 
 
@@ -219,6 +265,8 @@ def bound(agg: "Agg", demand: Demand) -> int | None:
     if total is None:
         return None
     res = agg.res  # the flat root only: the exact largest amounts
+    if res is not None:
+        agg.domain.tree.lag.settle()
     if res is not None and (not res[2] or max(res[2]) < 1 or max(res[0]) < demand.cpu or max(res[1]) < demand.ram):
         return 0
     cpu, ram, pods = total
@@ -233,7 +281,7 @@ def bound(agg: "Agg", demand: Demand) -> int | None:
 class Agg:
     """One domain's aggregate for one model key."""
 
-    __slots__ = ("vec", "partial", "nodes", "domain", "lists", "res", "placed", "sums_kept")
+    __slots__ = ("vec", "partial", "nodes", "domain", "lists", "res", "placed", "marked", "sums_kept")
 
     def __init__(self, domain: "Domain", lists: "list[Buckets] | None") -> None:
         self.vec = 0  # caps, resource sums and histogram, packed (see _W above)
@@ -241,12 +289,14 @@ class Agg:
         self.nodes = 0
         self.domain = domain
         self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
-        # The capacity per shape this agg is filed under in `lists` (0 = not held): behind `caps` until settled.
-        self.placed: list[int] | None = [0] * len(SHAPES) if lists is not None else None
+        # The caps part of `vec` this agg is filed under in `lists` (0 = not held): behind `caps` until settled.
+        self.placed = 0
+        self.marked = False  # queued in the index's `Lag` to be filed again
         # The sums are read only above the per-node level (where the node itself is looked at).
         self.sums_kept = not (domain.level >= 0 and domain.tree.per_node[domain.level])
         # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
         # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
+        # Events only mark the nodes whose amounts moved (`Lag.counted`); readers settle them first.
         self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
 
     @property
@@ -258,6 +308,10 @@ class Agg:
     def cap(self, i: int) -> int:
         """caps[i] alone."""
         return (self.vec >> _CAP_SHIFT[i]) & _FIELD
+
+    def filed(self, i: int) -> int:
+        """The capacity for SHAPES[i] this agg is filed under in its level's buckets (settled: equal to `cap(i)`)."""
+        return (self.placed >> _CAP_SHIFT[i]) & _FIELD
 
     @property
     def hist(self) -> list[int]:
@@ -340,9 +394,9 @@ class Domain:
 class Tree:
     """One declared topology: its root, its levels and the capacity buckets of each level."""
 
-    __slots__ = ("name", "level_names", "labels", "per_node", "root", "buckets", "domains_at", "_last", "dirty")
+    __slots__ = ("name", "level_names", "labels", "per_node", "root", "buckets", "domains_at", "_last", "lag")
 
-    def __init__(self, name: str, levels, dirty: set | None = None) -> None:
+    def __init__(self, name: str, levels, lag: Lag | None = None) -> None:
         self.name = name
         self.level_names = tuple(level for level, _label in levels)
         self.labels = tuple(label for _level, label in levels)
@@ -352,14 +406,11 @@ class Tree:
         self.root = Domain(self, -1, (), None)
         self._last: tuple = (None, [])
         self.domains_at: list[int] = [0 for _ in self.level_names]
-        # Aggs whose capacity changed since their buckets were last settled (shared by an index's trees: one event
-        # marks the node's aggs in every topology with one set update); read through `tightest` / `largest`.
-        self.dirty: set = dirty if dirty is not None else set()
+        self.lag = lag if lag is not None else Lag()  # what events marked (shared by an index's trees)
 
     def settle(self) -> None:
-        """Bring every level's buckets up to date with the aggregates (events only mark what moved)."""
-        if self.dirty:
-            settle(self.dirty)
+        """Bring every level's buckets (and the flat roots' counts) up to date: events only mark what moved."""
+        self.lag.settle()
 
     def domains_for(self, path: tuple[str, ...]) -> list[Domain]:
         """The chain root → deepest domain for a node's label path, created on first sight."""
@@ -394,8 +445,9 @@ class Tree:
 
     def tightest(self, level: int, model: str, shape: int, n: int) -> Domain | None:
         """The first domain in the lowest bucket ≥ n (ties: the one at that capacity longest)."""
-        if self.dirty:
-            settle(self.dirty)
+        lag = self.lag
+        if lag.aggs or lag.nodes:
+            lag.settle()
         lists = self.buckets[level].get(model)
         if not lists:
             return None
@@ -407,8 +459,9 @@ class Tree:
 
     def largest(self, level: int, model: str, shape: int) -> Domain | None:
         """A domain of the level with the most capacity for `shape`."""
-        if self.dirty:
-            settle(self.dirty)
+        lag = self.lag
+        if lag.aggs or lag.nodes:
+            lag.settle()
         lists = self.buckets[level].get(model)
         if not lists:
             return None
@@ -446,21 +499,26 @@ def apply_contribution(node: NodeState, old, new) -> None:
 
 
 def _mark(ranked: tuple) -> None:
-    """Mark the node's ranked aggs (every tree of an index shares one set), settling when too many wait."""
-    dirty = ranked[0].domain.tree.dirty
-    dirty.update(ranked)
-    if len(dirty) > DIRTY_LIMIT:
-        settle(dirty)
+    """Queue the node's ranked aggs to be filed again, settling the oldest beyond `LAG_LIMIT`."""
+    lag = ranked[0].domain.tree.lag
+    queue = lag.aggs
+    for agg in ranked:
+        if not agg.marked:
+            agg.marked = True
+            queue.append(agg)
+    while len(queue) > lag.limit:
+        _file(queue.popleft())
 
 
 def move_pod(node: NodeState, old, new, res_old, res) -> None:
     """A pod bound or gone: the node's GPU contribution `old` -> `new` and its resource part `res_old` -> `res`, in one pass.
 
-    The common event (free devices and free amounts change, no shared device does) adds one
-    delta to each ancestor's packed int and marks the ranked ones; the resource parts are
-    recomputed from the node before and after the change rather than stored on it.
+    The common event (the node stays counted and no shared device changes) adds one delta to
+    each ancestor's packed int, marks the ranked aggs when its free devices moved and the node
+    when its free amounts did; the resource parts are recomputed from the node before and after
+    the change rather than stored on it.
     """
-    if old is None or new is None or old[1] != new[1] or res_old is None or res is None:
+    if old is None or new is None or old[1] != new[1]:
         apply_contribution(node, old, new)  # the rarer shapes of change
         if res != res_old:
             apply_resources(node, res_old, res)
@@ -468,8 +526,18 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
     h_old, h_new = old[0], new[0]
     d = _GV[h_new] - _GV[h_old] if h_old != h_new else 0  # h ≤ the node's devices: reserved when it was attached
     if res != res_old:
-        d += (((res[1] - res_old[1]) << _2W) + ((res[0] - res_old[0]) << _W) + (res[2] - res_old[2])) << _SUMS_SHIFT
-        _count_free(node.aggs[0].res, res_old, res)
+        if res is None or res_old is None:  # the node's last device filled, or its first freed
+            d += (packed(*res) if res is not None else 0) - (packed(*res_old) if res_old is not None else 0)
+        else:
+            d += (((res[1] - res_old[1]) << _2W) + ((res[0] - res_old[0]) << _W) + (res[2] - res_old[2])) << _SUMS_SHIFT
+        lag = node.aggs[0].domain.tree.lag  # the flat root's counts by free amount are settled when read
+        counted = lag.counted
+        if node not in counted:
+            counted[node] = res_old
+            queue = lag.nodes
+            queue.append(node)
+            while len(queue) > lag.limit:
+                lag._count(queue.popleft())
     if d:
         for agg in node.aggs:
             agg.vec += d
@@ -498,5 +566,4 @@ def finish_bulk(tree: Tree) -> None:
         stack.extend(domain.children.values())
         for agg in domain.aggs.values():
             if agg.lists is not None:
-                tree.dirty.add(agg)
-    settle(tree.dirty)
+                _file(agg)

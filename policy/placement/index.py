@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part
+from policy.placement.aggregates import Lag, Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -56,9 +56,9 @@ class PlacementIndex(Reservations):
         self.topologies = tuple((name, tuple(tuple(lv) for lv in levels)) for name, levels in topologies)
         self.gpu_models = dict(gpu_models)
         self.tolerated = tolerated
-        dirty: set = set()  # aggs whose buckets lag their capacity, for every tree (aggregates.settle)
-        self.trees: dict[str, Tree] = {name: Tree(name, levels, dirty) for name, levels in self.topologies}
-        self.flat = Tree(FLAT, (), dirty)
+        self.lag = Lag()  # what events marked and readers settle, for every tree (aggregates.Lag)
+        self.trees: dict[str, Tree] = {name: Tree(name, levels, self.lag) for name, levels in self.topologies}
+        self.flat = Tree(FLAT, (), self.lag)
         self.nodes: dict[str, NodeState] = {}
         self.model_memory: dict[str, int] = {}  # model key -> bytes per device (smallest seen)
         self.model_keys: tuple[str, ...] = ()  # sorted untainted model keys: what a gang without tolerations uses

@@ -175,9 +175,17 @@ def test_mixed_gangs_are_sound(cluster, a, b, big, data):
 
 def check_aggregates(idx: PlacementIndex) -> None:
     """Every domain's aggregates and every level bucket equal a recomputation from the node states."""
+    lag = idx.lag
+    queued = {id(agg) for agg in lag.aggs}
+    assert len(queued) == len(lag.aggs), "an agg is queued once"
     for tree in (idx.flat, *idx.trees.values()):
-        _check_marks(tree)
-        tree.settle()
+        _check_marks(tree, queued)
+    assert all(node in lag.nodes for node in lag.counted), "every marked node is queued"
+    _check_free_counts(idx, lambda state: lag.counted.get(state, resource_part(state)))  # marked: at their marked amounts
+    lag.settle()
+    assert not lag.aggs and not lag.nodes and not lag.counted
+    _check_free_counts(idx, resource_part)
+    for tree in (idx.flat, *idx.trees.values()):
         stack = [tree.root]
         while stack:
             d = stack.pop()
@@ -202,13 +210,6 @@ def check_aggregates(idx: PlacementIndex) -> None:
                 got_hist = {h: c for h, c in enumerate(agg.hist) if c} if agg else {}
                 assert got_hist == hist, (d.path, model)
                 assert (agg.partial if agg else {}) == partial, (d.path, model)
-                if agg and agg.res is not None:  # the flat root: resource classes and free amounts by node
-                    want_res = [{} for _ in range(3)]
-                    for state in under:
-                        if state.spec is not None and state.spec.model == model and state.contribution() is not None:
-                            for r, v in enumerate(resource_part(state) or ()):
-                                want_res[r][v] = want_res[r].get(v, 0) + 1
-                    assert agg.res == want_res, (d.path, model)
                 if agg and sums(agg) is not None:
                     want_sums = [0, 0, 0]
                     for state in under:
@@ -228,8 +229,19 @@ def check_aggregates(idx: PlacementIndex) -> None:
                             assert buckets.order == sorted(c for c, b in buckets.by_cap.items() if b)
 
 
-def _check_marks(tree) -> None:
-    """Before settling: each agg is filed at its `placed` capacities, and one whose capacity moved is marked dirty."""
+def _check_free_counts(idx: PlacementIndex, amounts) -> None:
+    """The flat root's counts of free (cpu, memory, slots) by value equal a count over its nodes of `amounts(node)`."""
+    for model, agg in idx.flat.root.aggs.items():
+        want = [{} for _ in range(3)]
+        for state in idx.flat.root.nodes:
+            if state.spec is not None and state.spec.model == model and state.contribution() is not None:
+                for r, v in enumerate(amounts(state) or ()):
+                    want[r][v] = want[r].get(v, 0) + 1
+        assert agg.res == want, model
+
+
+def _check_marks(tree, queued: set) -> None:
+    """Before settling: each agg is filed at its `placed` capacities, and one whose capacity moved is queued."""
     stack = [tree.root]
     while stack:
         d = stack.pop()
@@ -242,8 +254,9 @@ def _check_marks(tree) -> None:
                 if buckets is None:
                     continue
                 holders = [c for c, bucket in buckets.by_cap.items() if agg in bucket]
-                assert holders == ([agg.placed[i]] if agg.placed[i] else []), (d.path, model, i)
-                assert agg in tree.dirty or agg.placed[i] == cap, (d.path, model, i)
+                assert holders == ([agg.filed(i)] if agg.filed(i) else []), (d.path, model, i)
+                assert agg.marked == (id(agg) in queued), (d.path, model)
+                assert agg.marked or agg.filed(i) == cap, (d.path, model, i)
 
 
 OPS = st.lists(

@@ -1,0 +1,153 @@
+"""Property: an index whose buckets and free-amount counts lag (settled when read) answers as one settled at every event.
+
+Random binds (whole, shared, GPU-less with cpu and memory; some overcommit), unbinds, cordons and
+allocatable changes go to two indexes: one with the default or a small lag limit (so events also
+settle the oldest marks themselves) and a twin with limit 0 (settled at every event, as the
+aggregates were kept before they lagged). Queries read in between settle what events marked.
+After each step the lagging index's queries agree with the twin's, every aggregate a query reads
+(per-domain caps, histogram, shared states, resource sums, the flat root's free-amount counts and
+each level's bucket membership) is equal, and at the end both equal a recomputation from their
+node states (`check_aggregates`). A fresh load is not the reference: which device a shared pod
+sits on depends on the order pods came and went, so a rebuild may share devices differently.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.policy.placement.placement_builders import MODELS, node, pod
+from tests.policy.placement.test_properties import SETTINGS, THREE, TWO, check_aggregates
+
+from policy.placement import GangRequest, PlacementIndex
+from policy.placement import aggregates
+from policy.placement.aggregates import SHAPES, bound, certain, most_free, sums
+from policy.placement.devices import Demand
+from policy.placement.needs import PodNeeds
+from policy.subject.model import PodSet
+
+PROBES = (
+    GangRequest((PodSet("p", 2, 1000),), topology="t", required="rack"),
+    GangRequest((PodSet("p", 1, 1000),), topology="t", required="host"),
+    GangRequest((PodSet("p", 3, 2000),), topology="t"),
+    GangRequest((PodSet("p", 2, 250, fraction=250),), topology="t", required="host", per_gpu=4),
+    GangRequest((PodSet("p", 2, 1000, needs=PodNeeds(cpu=3000, memory=2**30)),), topology="t", required="rack"),
+    GangRequest((PodSet("p", 1, 1000, needs=PodNeeds(cpu=40_000)),), topology="t", required="host"),
+)
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("bind"), st.integers(0, 7), st.sampled_from(["1", "2", "4", "0.25", "0", "0"])),
+        st.tuples(st.just("unbind"), st.integers(0, 40)),
+        st.tuples(st.just("cordon"), st.integers(0, 7), st.booleans()),
+        st.tuples(st.just("resize"), st.integers(0, 7), st.sampled_from(["8", "16", "64"])),
+        st.tuples(st.just("query"), st.integers(0, len(PROBES) - 1)),
+        st.tuples(st.just("check")),
+    ),
+    max_size=30,
+)
+
+
+def _state(idx: PlacementIndex) -> dict:
+    """Every aggregate a query reads, keyed by tree, domain path and model (bucket members as domain paths)."""
+    idx.lag.settle()
+    out: dict = {}
+    for tree in (idx.flat, *idx.trees.values()):
+        stack = [tree.root]
+        while stack:
+            d = stack.pop()
+            stack.extend(d.children.values())
+            for model, agg in d.aggs.items():
+                if not agg.nodes:
+                    continue
+                hist = tuple(c for c in agg.hist)
+                while len(hist) > 1 and not hist[-1]:
+                    hist = hist[:-1]
+                out[(tree.name, d.path, model)] = (agg.nodes, agg.caps, hist, dict(agg.partial), sums(agg), agg.res)
+        for level, by_model in enumerate(tree.buckets):
+            for model, lists in by_model.items():
+                for i, b in enumerate(lists):
+                    if b is not None:
+                        # membership, not order: equal capacities are ordered by when they were filed (docs/placement.md)
+                        filed = {cap: sorted(a.domain.path for a in members) for cap, members in b.by_cap.items()}
+                        out[(tree.name, level, model, SHAPES[i])] = (filed, b.order)
+    return out
+
+
+@SETTINGS
+@given(st.sampled_from([THREE, TWO]), st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=8), OPS,
+       st.sampled_from([1, 2, 5, None]))
+def test_an_index_whose_aggregates_lag_reads_as_one_settled_at_every_event(topologies, sizes, ops, limit):
+    nodes = {f"n{i}": node(f"n{i}", f"b{i % 2}", f"r{i % 3}", gpus=g, cpu="16", memory="64Gi", max_pods=6) for i, g in enumerate(sizes)}
+    pods: dict = {}
+    names = sorted(nodes)
+    idx, twin = PlacementIndex(topologies, MODELS), PlacementIndex(topologies, MODELS)
+    idx.lag.limit = aggregates.LAG_LIMIT if limit is None else limit
+    twin.lag.limit = 0
+
+    def both(apply, event, obj):
+        apply(idx)(event, obj)
+        apply(twin)(event, obj)
+        assert not twin.lag.aggs and not twin.lag.nodes, "limit 0 settles at every event"
+        assert len(idx.lag.aggs) <= idx.lag.limit and len(idx.lag.nodes) <= idx.lag.limit, "events settle the oldest beyond it"
+
+    def node_event(i):
+        return i.apply_node
+
+    def pod_event(i):
+        return i.apply_pod
+
+    for n in nodes.values():
+        both(node_event, "ADDED", n)
+    made = 0
+    for op in ops:
+        kind = op[0]
+        if kind == "bind":
+            where = names[op[1] % len(names)]
+            made += 1
+            name = f"x{made}"
+            if op[2] == "0.25":
+                p = pod(name, where, share="0.25", cpu="500m")
+            else:  # may overcommit: bound pods count whatever they take (reality wins)
+                p = pod(name, where, gpus=int(op[2]), cpu="3", memory="2Gi")
+            pods[name] = p
+            both(pod_event, "ADDED", p)
+        elif kind == "unbind" and pods:
+            name = sorted(pods)[op[1] % len(pods)]
+            both(pod_event, "DELETED", pods.pop(name))
+        elif kind in ("cordon", "resize"):
+            name = names[op[1] % len(names)]
+            n = nodes[name]
+            if kind == "cordon":
+                n = dict(n, spec=dict(n["spec"], unschedulable=op[2]))
+            else:
+                n = dict(n, status=dict(n["status"], allocatable=dict(n["status"]["allocatable"], cpu=op[2])))
+            nodes[name] = n
+            both(node_event, "MODIFIED", n)
+        elif kind == "query":  # one probe read now: it settles whatever events marked since the last read
+            probe = PROBES[op[1]]
+            got, want = idx.query(probe), twin.query(probe)
+            assert got.fits == want.fits, (op, got.reason, want.reason)
+        elif kind == "check":
+            _compare(idx, twin, op)
+    _compare(idx, twin, "end")
+    check_aggregates(idx)
+    check_aggregates(twin)
+
+
+READS = (Demand(whole=1), Demand(whole=2, cpu=3000), Demand(whole=1, cpu=10_000, ram=2**30), Demand(milli=250, cpu=500))
+
+
+def _compare(idx: PlacementIndex, twin: PlacementIndex, op) -> None:
+    """What the query reads of the flat roots, then every probe, answers alike (read before any settling by hand: the
+    readers settle), then every aggregate is equal."""
+    for key, want in twin.flat.root.aggs.items():
+        got = idx.flat.root.aggs[key]
+        for i, demand in enumerate(READS):
+            readers = (lambda a, t: certain(a, demand, t.max_gpus), lambda a, t: bound(a, demand), lambda a, t: most_free(a))
+            reader = readers[(i + len(op)) % 3]  # one reader first, before any other settles: each must settle itself
+            assert reader(got, idx) == reader(want, twin), (op, key, demand)
+    for probe in PROBES:
+        got, want = idx.query(probe), twin.query(probe)
+        assert got.fits == want.fits, (op, probe, got.reason, want.reason)
+        assert sum(got.nodes.values()) == sum(want.nodes.values()), (op, probe)
+    assert _state(idx) == _state(twin), op
