@@ -545,6 +545,63 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
         _mark(node.ranked)
 
 
+def bind_whole(node: NodeState, key, demand: Demand) -> bool:
+    """Record a whole-GPU or GPU-less pod on a counted node with no shared device, and move its domains — the usual
+    bind, done as arithmetic on the node's counters (no contribution tuples, one delta per level); False (nothing
+    done) when the general path must run. The same result as `NodeState.add` then `move_pod` (property-tested)."""
+    spec = node.spec
+    if spec is None or demand.milli or node.shared or not spec.eligible or spec.gpus <= 0 or key in node.allocs:
+        return False
+    whole, cpu, ram = demand.whole, demand.cpu, demand.ram
+    allocs = node.allocs
+    free = spec.gpus - node.whole_used
+    cpu0 = spec.cpu - node.cpu_used
+    ram0 = spec.ram - node.ram_used
+    slots0 = spec.pods - len(allocs)
+    node.whole_used += whole
+    if cpu:
+        node.cpu_used += cpu
+    if ram:
+        node.ram_used += ram
+    allocs[key] = (whole, cpu, ram)
+    if free <= 0:
+        return True  # no device had room before, none has now: the node adds nothing to its domains either way
+    left = free - whole
+    h0 = free
+    h1 = left if left > 0 else 0
+    d = _GV[h1] - _GV[h0] if whole else 0  # h ≤ the node's devices: reserved when it was attached
+    c0 = cpu0 if cpu0 > 0 else 0
+    r0 = ram0 if ram0 > 0 else 0
+    s0 = slots0 if slots0 > 0 else 0
+    if left > 0:  # still room: the free amounts move (clamped at 0: reality may overcommit)
+        c1, r1, s1 = cpu0 - cpu, ram0 - ram, slots0 - 1
+        c1 = c1 if c1 > 0 else 0
+        r1 = r1 if r1 > 0 else 0
+        s1 = s1 if s1 > 0 else 0
+        moved = c1 != c0 or r1 != r0 or s1 != s0
+        if moved:
+            d += (((r1 - r0) << _2W) + ((c1 - c0) << _W) + (s1 - s0)) << _SUMS_SHIFT
+    else:  # its last device filled: it leaves the sums and the free-amount counts
+        moved = True
+        d -= ((r0 << _2W) + (c0 << _W) + s0) << _SUMS_SHIFT
+    aggs = node.aggs
+    if d:
+        for agg in aggs:
+            agg.vec += d
+    if moved:
+        lag = aggs[0].domain.tree.lag  # the flat root's counts by free amount are settled when read
+        counted = lag.counted
+        if node not in counted:
+            counted[node] = (c0, r0, s0)
+            queue = lag.nodes
+            queue.append(node)
+            while len(queue) > lag.limit:
+                lag._count(queue.popleft())
+    if whole and node.ranked:
+        _mark(node.ranked)
+    return True
+
+
 def add_bulk(node: NodeState, contribution) -> None:
     """Add a node's contribution to its domains (bulk load; the buckets are filled after, by `finish_bulk`)."""
     h, partials = contribution

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part
+from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -281,12 +281,13 @@ class PlacementIndex(Reservations):
         if isinstance(rid, str) and rid:
             self._consume(rid, node_name, demand)
         self.version += 1
-        before = state.contribution()  # _mutate, inlined on the hottest path
-        res_before = resource_part(state) if before is not None else None
-        state.add(key, demand)
-        after = state.contribution()
-        if before is not None or after is not None:
-            move_pod(state, before, after, res_before, resource_part(state) if after is not None else None)
+        if not bind_whole(state, key, demand):  # the usual bind, as arithmetic; else _mutate, inlined
+            before = state.contribution()
+            res_before = resource_part(state) if before is not None else None
+            state.add(key, demand)
+            after = state.contribution()
+            if before is not None or after is not None:
+                move_pod(state, before, after, res_before, resource_part(state) if after is not None else None)
         self._pods[key] = (node_name, demand)
 
     def _pod_demand(self, pod: Mapping) -> Demand:
