@@ -154,9 +154,9 @@ class Lag:
 
 
 _UNMARKED = object()
-# Marks left unsettled, at most, per kind: a query settles at most this many aggs and nodes (≈ 0.5 and 1 µs each at
-# 256k nodes: under 1 ms), and an event beyond it settles the oldest, about as many as it marked.
-LAG_LIMIT = 512
+# Marks left unsettled, at most, per kind: a query settles at most this many aggs and nodes (≈ 2 and 3 µs each at 256k
+# nodes when every mark moved something: about 1.3 ms), and an event beyond it settles the oldest, as many as it marked.
+LAG_LIMIT = 256
 
 
 def _file(agg: "Agg") -> None:
