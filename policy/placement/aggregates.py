@@ -154,9 +154,11 @@ class Lag:
 
 
 _UNMARKED = object()
-# Marks left unsettled, at most, per kind: a query settles at most this many aggs and nodes (≈ 2 and 3 µs each at 256k
-# nodes when every mark moved something: about 1.3 ms), and an event beyond it settles the oldest, as many as it marked.
-LAG_LIMIT = 256
+# Marks left unsettled, at most, per kind: a query settles at most this many aggs and nodes (a few µs each when each
+# moved for real: well under 1 ms), and an event beyond it settles the oldest, as many as it marked — so an event's
+# bucket moves and counts are done at most 64 events later (by an event or the next reader), or not at all when
+# undone in between (a pod bound, then gone).
+LAG_LIMIT = 64
 
 
 def _file(agg: "Agg") -> None:
