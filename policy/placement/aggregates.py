@@ -94,6 +94,7 @@ _FIELD = (1 << _W) - 1
 _SUMS = len(SHAPES)  # field of the slot sums; cpu and memory follow
 _HIST = len(SHAPES) + 3  # field of hist[0]
 _2W = 2 * _W
+_3W = 3 * _W
 _SUMS_SHIFT = _SUMS * _W
 _CAP_SHIFT = tuple(i * _W for i in range(len(SHAPES)))
 _CAPS_MASK = (1 << (len(SHAPES) * _W)) - 1
@@ -168,13 +169,23 @@ def _file(agg: "Agg") -> None:
     was = agg.placed
     if now == was:
         return  # back where it is filed (a pod bound, then gone)
-    for i, b in enumerate(agg.lists):
-        if b is not None:
-            before = (was >> _CAP_SHIFT[i]) & _FIELD
-            after = (now >> _CAP_SHIFT[i]) & _FIELD
-            if before != after:
-                b.move(agg, before, after)
     agg.placed = now
+    lists = agg.lists
+    before, after = was & _FIELD, now & _FIELD
+    if before != after:
+        lists[0].move(agg, before, after)
+    if lists[1] is None:
+        return  # a per-node level: the free-devices bucket alone
+    # SHAPES has four sizes: unrolled, this runs for every marked domain a reader settles
+    before, after = (was >> _W) & _FIELD, (now >> _W) & _FIELD
+    if before != after:
+        lists[1].move(agg, before, after)
+    before, after = (was >> _2W) & _FIELD, (now >> _2W) & _FIELD
+    if before != after:
+        lists[2].move(agg, before, after)
+    before, after = was >> _3W, now >> _3W  # the top field of the caps part
+    if before != after:
+        lists[3].move(agg, before, after)
 
 
 def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> None:
@@ -198,20 +209,36 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
     """The flat root's counts of free amounts by value (the first agg of every node is the flat root's)."""
     if counts is None:
         return
-    for r in range(3):
-        a = old[r] if old is not None else None
-        b = new[r] if new is not None else None
-        if a == b:
-            continue
-        c = counts[r]
-        if a is not None:
+    if old is not None:
+        if new is not None:  # the usual change, unrolled: settling runs it for every marked node
+            a, b = old[0], new[0]
+            if a != b:
+                _recount(counts[0], a, b)
+            a, b = old[1], new[1]
+            if a != b:
+                _recount(counts[1], a, b)
+            a, b = old[2], new[2]
+            if a != b:
+                _recount(counts[2], a, b)
+            return
+        for c, a in zip(counts, old):
             left = c[a] - 1
             if left:
                 c[a] = left
             else:
                 del c[a]
-        if b is not None:
+    elif new is not None:
+        for c, b in zip(counts, new):
             c[b] = c.get(b, 0) + 1
+
+
+def _recount(c: dict, a: int, b: int) -> None:
+    left = c[a] - 1
+    if left:
+        c[a] = left
+    else:
+        del c[a]
+    c[b] = c.get(b, 0) + 1
 
 
 def sums(agg: "Agg") -> tuple[int, int, int] | None:
@@ -245,11 +272,9 @@ def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
 
 
 def _most_free_devices(agg: "Agg") -> int:
-    hist = agg.hist
-    for h in range(len(hist) - 1, 0, -1):
-        if hist[h]:
-            return h
-    return 0
+    """The most free devices of any node of the agg: the histogram's top field is the highest non-zero one."""
+    top = (agg.vec.bit_length() - 1) // _W - _HIST
+    return top if top > 0 else 0
 
 
 def most_free(agg: "Agg") -> tuple[int, int, int] | None:
