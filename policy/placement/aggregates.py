@@ -13,6 +13,7 @@ whose capacity it changed, and the buckets are brought up to date when next read
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left, insort
 from collections import deque
 
@@ -127,26 +128,42 @@ class Lag:
     older amount (`counted[node]`). A reader settles all of it first (`Tree.tightest`, `certain`, …),
     so answers are exact; an event that leaves more than `limit` of either settles the oldest,
     so a query never pays for more than that and no event pays for a backlog.
+
+    Settling moves buckets and counts, and readers settle: the server may decide in worker
+    threads while watch events arrive on its loop, so every settling (and every count change)
+    holds `lock`; marking itself takes no lock (a deque append is atomic; a domain marked twice
+    in a race is filed twice, the second time a no-op).
     """
 
-    __slots__ = ("aggs", "nodes", "counted", "limit")
+    __slots__ = ("aggs", "nodes", "counted", "limit", "lock")
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = LAG_LIMIT if limit is None else limit  # 0: settle at every event (what tests compare against)
         self.aggs: deque = deque()
         self.nodes: deque = deque()  # may hold nodes settled since by a general-path change (skipped)
         self.counted: dict = {}
+        self.lock = threading.Lock()
 
     def settle(self) -> None:
         """Bring every level's buckets and the flat roots' counts up to date."""
-        aggs = self.aggs
-        while aggs:
-            _file(aggs.popleft())
-        nodes = self.nodes
-        while nodes:
-            self._count(nodes.popleft())
+        with self.lock:
+            aggs = self.aggs
+            while aggs:
+                _file(aggs.popleft())
+            nodes = self.nodes
+            while nodes:
+                self._count(nodes.popleft())
 
-    def _count(self, node: NodeState) -> None:
+    def settle_beyond(self) -> None:
+        """Settle the oldest marks beyond `limit` (an event that left more)."""
+        with self.lock:
+            aggs, nodes, limit = self.aggs, self.nodes, self.limit
+            while len(aggs) > limit:
+                _file(aggs.popleft())
+            while len(nodes) > limit:
+                self._count(nodes.popleft())
+
+    def _count(self, node: NodeState) -> None:  # under `lock`
         counted = self.counted.pop(node, _UNMARKED)
         if counted is not _UNMARKED:
             now = resource_part(node)
@@ -199,10 +216,12 @@ def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> No
             agg.vec += d_sums
     root = aggs[0]
     if root.res is not None:
-        counted = root.domain.tree.lag.counted.pop(node, _UNMARKED)
-        if counted is not _UNMARKED:
-            old = counted  # what the counts hold for it: the amounts when it was first marked
-        _count_free(root.res, old, new)
+        lag = root.domain.tree.lag
+        with lag.lock:
+            counted = lag.counted.pop(node, _UNMARKED)
+            if counted is not _UNMARKED:
+                old = counted  # what the counts hold for it: the amounts when it was first marked
+            _count_free(root.res, old, new)
 
 
 def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> None:
@@ -533,8 +552,8 @@ def _mark(ranked: tuple) -> None:
         if not agg.marked:
             agg.marked = True
             queue.append(agg)
-    while len(queue) > lag.limit:
-        _file(queue.popleft())
+    if len(queue) > lag.limit:
+        lag.settle_beyond()
 
 
 def move_pod(node: NodeState, old, new, res_old, res) -> None:
@@ -563,8 +582,8 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
             counted[node] = res_old
             queue = lag.nodes
             queue.append(node)
-            while len(queue) > lag.limit:
-                lag._count(queue.popleft())
+            if len(queue) > lag.limit:
+                lag.settle_beyond()
     if d:
         for agg in node.aggs:
             agg.vec += d
@@ -622,8 +641,8 @@ def bind_whole(node: NodeState, key, demand: Demand) -> bool:
             counted[node] = (c0, r0, s0)
             queue = lag.nodes
             queue.append(node)
-            while len(queue) > lag.limit:
-                lag._count(queue.popleft())
+            if len(queue) > lag.limit:
+                lag.settle_beyond()
     if whole and node.ranked:
         _mark(node.ranked)
     return True
