@@ -541,19 +541,20 @@ def apply_contribution(node: NodeState, old, new) -> None:
             for state in p_new:
                 partial[state] = partial.get(state, 0) + 1
     if d and node.ranked:
-        _mark(node.ranked)
+        lag = _mark(node.ranked)
+        if len(lag.aggs) > lag.limit:
+            lag.settle_beyond()
 
 
-def _mark(ranked: tuple) -> None:
-    """Queue the node's ranked aggs to be filed again, settling the oldest beyond `LAG_LIMIT`."""
+def _mark(ranked: tuple) -> Lag:
+    """Queue the node's ranked aggs to be filed again (the caller settles the oldest beyond the limit)."""
     lag = ranked[0].domain.tree.lag
     queue = lag.aggs
     for agg in ranked:
         if not agg.marked:
             agg.marked = True
             queue.append(agg)
-    if len(queue) > lag.limit:
-        lag.settle_beyond()
+    return lag
 
 
 def move_pod(node: NodeState, old, new, res_old, res) -> None:
@@ -580,15 +581,15 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
         counted = lag.counted
         if node not in counted:
             counted[node] = res_old
-            queue = lag.nodes
-            queue.append(node)
-            if len(queue) > lag.limit:
-                lag.settle_beyond()
+            lag.nodes.append(node)
     if d:
         for agg in node.aggs:
             agg.vec += d
     if h_old != h_new and node.ranked:
         _mark(node.ranked)
+    lag = node.aggs[0].domain.tree.lag
+    if len(lag.aggs) > lag.limit or len(lag.nodes) > lag.limit:  # one check for both kinds of mark
+        lag.settle_beyond()
 
 
 def bind_whole(node: NodeState, key, demand: Demand) -> bool:
@@ -639,12 +640,12 @@ def bind_whole(node: NodeState, key, demand: Demand) -> bool:
         counted = lag.counted
         if node not in counted:
             counted[node] = (c0, r0, s0)
-            queue = lag.nodes
-            queue.append(node)
-            if len(queue) > lag.limit:
-                lag.settle_beyond()
+            lag.nodes.append(node)
     if whole and node.ranked:
         _mark(node.ranked)
+    lag = aggs[0].domain.tree.lag
+    if len(lag.aggs) > lag.limit or len(lag.nodes) > lag.limit:  # one check for both kinds of mark
+        lag.settle_beyond()
     return True
 
 
