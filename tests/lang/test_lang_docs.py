@@ -1,6 +1,5 @@
 """docs/language.md: every ```policy example checks clean; every code in lang.codes is documented."""
 
-import pathlib
 import re
 
 import pytest

@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from lang import compile_policies
 from policy.admission import wrap_manifest
 from policy.cluster.errors import SnapshotError
 from policy.cluster.snapshot import ClusterSnapshot
-from policy.engine import Engine
 from policy.subject.normalize import normalize
+from tests.robust.workload_fuzz import CLUSTER, ENGINE, FUZZ
 
-EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "150"))
 # The nested template strategy repeats its parts (to weight them): its repr is large, not its examples.
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER = ClusterSnapshot.from_text((REPO / "policies/fixtures/cluster.yaml").read_text())
-POLICY = '''
-quota all { gpus 8 }
-fraction slices { min 0.1 max 0.5 }
-gang gangs { for kind != "Pod"  require min_members }
-priority batch 100 default
-'''
-ENGINE = Engine(compile_policies([("k.policy", POLICY)])[0])
 
 # Keys the readers look at, and values that steer them into their branches.
 WORKSPACE_KEYS = ["resource", "inference", "tuning", "status", "count", "instanceType", "labelSelector", "matchLabels",

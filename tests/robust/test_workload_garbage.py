@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from lang import compile_policies
 from policy.admission import wrap_manifest
-from policy.cluster.snapshot import ClusterSnapshot
-from policy.engine import Engine
 from policy.subject.normalize import normalize
+from tests.robust.workload_fuzz import CLUSTER, ENGINE, FUZZ, REPO
 from tests.robust.robust_objects import GARBAGE, _paths, spoiled
 
-EXAMPLES = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "150"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REPO = Path(__file__).resolve().parents[2]
 OBJECTS = [o for f in sorted((REPO / "tests/fixtures/workloads").glob("*.yaml")) for o in yaml.safe_load_all(f.read_text()) if o]
-CLUSTER = ClusterSnapshot.from_text((REPO / "policies/fixtures/cluster.yaml").read_text())
-POLICY = '''
-quota all { gpus 8 }
-fraction slices { min 0.1 max 0.5 }
-gang gangs { for kind != "Pod"  require min_members }
-priority batch 100 default
-'''
-ENGINE = Engine(compile_policies([("g.policy", POLICY)])[0])
 
 
 @st.composite

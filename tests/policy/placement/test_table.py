@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import pytest
-from tests.policy.placement.placement_builders import FABRIC, H100, L4, gang, index, node, pod
+from tests.policy.placement.placement_builders import H100, L4, gang, index, node, pod
 
-from policy.placement import GangRequest, PlacementIndex
-from policy.subject.model import PodSet
+from policy.placement import GangRequest
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 MAINT_TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}

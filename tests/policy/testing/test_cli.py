@@ -4,7 +4,6 @@ Meta-tests: a case with a wrong expectation of either polarity, a patch mismatch
 message pattern that matches nothing must FAIL, and the command must say so.
 """
 
-import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
