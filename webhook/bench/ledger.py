@@ -1,14 +1,15 @@
-"""`allot bench ledger`: two `allot serve --ledger` replicas against one quota, through the API double.
+"""`allot bench ledger`: two (or `--replicas N`) `allot serve --ledger` replicas against one quota, through the API double.
 
-    allot bench ledger [--quota N] [--concurrency C] [--json]
+    allot bench ledger [--quota N] [--concurrency C] [--replicas R] [--json]
 
-Three processes start: the Kubernetes API double (webhook/bench/apidouble.py, plain
-HTTP on loopback; or `--kubeconfig` a real API server) and two `allot serve --kubeconfig ... --ledger allot-system`
-replicas watching it. This process sends 1-GPU pod CREATEs to both at once over TLS.
+The Kubernetes API double starts (webhook/bench/apidouble.py, plain HTTP on loopback;
+or `--kubeconfig` a real API server), then R `allot serve --kubeconfig ... --ledger allot-system`
+replicas watching it (default 2; more shows how the 409 rate grows with the writers of one shard).
+This process sends 1-GPU pod CREATEs to all of them at once over TLS.
 Phase 1 (stateless): the same pods with `dryRun: true` decide the quota but hold
 nothing, so they write nothing (the double's write counter must not move); their p99
 is the baseline. Phase 2 (stateful): 1.25x the quota in real creates; exactly
-`--quota` must be admitted. Figures: admitted GPU pods/s across both replicas, p99
+`--quota` must be admitted. Figures: admitted GPU pods/s across the replicas, p99
 of stateful decisions minus the stateless p99 (the ledger's cost), over-admissions.
 Budget: >= 1,000 admitted/s, <= 20 ms added p99, 0 over-admitted, 0 writes when stateless.
 """
@@ -38,6 +39,7 @@ def add_arguments(parser) -> None:
     """Options of the ledger benchmark."""
     parser.add_argument("--quota", type=int, default=2000, help="GPUs in the one quota; 1.25x as many pods are sent (default 2000)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per replica (default 16)")
+    parser.add_argument("--replicas", type=int, default=2, help="replicas writing the one shard, 2..4 (default 2)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (times in milliseconds)")
@@ -127,13 +129,16 @@ async def _load(ports: list[int], ctx, bodies: list[bytes], concurrency: int) ->
 
 
 def run(args) -> int:
-    """Start the double and two replicas, run the stateless then the stateful phase, print figures."""
+    """Start the double and the replicas, run the stateless then the stateful phase, print figures."""
     from webhook.errors import UsageError
     from webhook.server.serving import self_signed
     from webhook.server.tls import client_context
 
     if args.quota < 10 or args.quota > 3500 or args.concurrency < 1:
         raise UsageError("--quota must be 10..3500 (one ledger shard holds 4000) and --concurrency at least 1")
+    if not 2 <= args.replicas <= 4:
+        raise UsageError(f"--replicas {args.replicas}: give 2 to 4 (one replica has no one to conflict with; "
+                         "more than 4 only oversubscribes the cores)")
     work = pathlib.Path(tempfile.mkdtemp(prefix="allot-bench-ledger-"))
     cert, key, ca = self_signed(str(work / "certs"), "127.0.0.1")
     ctx = client_context(ca)
@@ -161,7 +166,7 @@ def run(args) -> int:
             dport = wait_port(derr, double, "api double listening on")
             _kubeconfig(work / "kubeconfig", dport)
         ports = []
-        for i in range(2):
+        for i in range(args.replicas):
             err = work / f"replica{i}.err"
             with open(err, "w") as fe:
                 procs.append(subprocess.Popen(
@@ -212,7 +217,7 @@ def run(args) -> int:
     st, sf = out["stateless"], out["stateful"]
     admitted = sf["allowed"]
     figures = {
-        "quota": args.quota, "sent": sf["requests"], "admitted": admitted,
+        "quota": args.quota, "replicas": args.replicas, "sent": sf["requests"], "admitted": admitted,
         "over_admitted": max(0, admitted - args.quota), "under_admitted": max(0, args.quota - admitted),
         "admitted_per_s": admitted / sf["seconds"] if sf["seconds"] else 0.0,
         "stateful_p50_ms": sf["p50_ms"], "stateful_p99_ms": sf["p99_ms"],
@@ -229,7 +234,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0 if ok else 1
-    print(f"allot bench ledger: 2 replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
+    print(f"allot bench ledger: {args.replicas} replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
           f"{args.concurrency} connections per replica ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
     print(f"  admitted           {admitted} of {args.quota}  (over-admitted {figures['over_admitted']}, "
           f"under {figures['under_admitted']})")
