@@ -1,6 +1,6 @@
 """`allot bench ledger`: two (or `--replicas N`) `allot serve --ledger` replicas against one quota, through the API double.
 
-    allot bench ledger [--quota N] [--concurrency C] [--replicas R] [--json]
+    allot bench ledger [--quota N] [--concurrency C] [--replicas R] [--escrow] [--json]
 
 The Kubernetes API double starts (webhook/bench/apidouble.py, plain HTTP on loopback;
 or `--kubeconfig` a real API server), then R `allot serve --kubeconfig ... --ledger allot-system`
@@ -39,6 +39,8 @@ def add_arguments(parser) -> None:
     """Options of the ledger benchmark."""
     parser.add_argument("--quota", type=int, default=2000, help="GPUs in the one quota; 1.25x as many pods are sent (default 2000)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per replica (default 16)")
+    parser.add_argument("--escrow", action="store_true",
+                        help="replicas claim slices of the quota and admit inside them (ALLOT_LEDGER_ESCROW=1)")
     parser.add_argument("--replicas", type=int, default=2, help="replicas writing the one shard, 2..4 (default 2)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")
@@ -145,7 +147,7 @@ def run(args) -> int:
     pdir = work / "policies"
     pdir.mkdir()
     (pdir / "q.policy").write_text(f'quota team-a {{\n  for namespace matches "team-a*"\n  gpus {args.quota}\n}}\n')
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ALLOT_LEDGER_ESCROW": "1" if args.escrow else "0"}
     procs: list[subprocess.Popen] = []
     ledger_ns, core = NS, None
     kubeconfig = args.kubeconfig or str(work / "kubeconfig")
@@ -217,7 +219,7 @@ def run(args) -> int:
     st, sf = out["stateless"], out["stateful"]
     admitted = sf["allowed"]
     figures = {
-        "quota": args.quota, "replicas": args.replicas, "sent": sf["requests"], "admitted": admitted,
+        "quota": args.quota, "replicas": args.replicas, "escrow": args.escrow, "sent": sf["requests"], "admitted": admitted,
         "over_admitted": max(0, admitted - args.quota), "under_admitted": max(0, args.quota - admitted),
         "admitted_per_s": admitted / sf["seconds"] if sf["seconds"] else 0.0,
         "stateful_p50_ms": sf["p50_ms"], "stateful_p99_ms": sf["p99_ms"],
@@ -235,7 +237,7 @@ def run(args) -> int:
         print(json.dumps(figures))
         return 0 if ok else 1
     print(f"allot bench ledger: {args.replicas} replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
-          f"{args.concurrency} connections per replica ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
+          f"{args.concurrency} connections per replica{', escrow' if args.escrow else ''} ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
     print(f"  admitted           {admitted} of {args.quota}  (over-admitted {figures['over_admitted']}, "
           f"under {figures['under_admitted']})")
     print(f"  admitted pods/s    {figures['admitted_per_s']:.0f}   (budget >= {BUDGET_RATE:.0f})")

@@ -41,6 +41,14 @@ MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
 PRUNE_INTERVAL = 5.0
 WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
+# Escrow (opt-in: ALLOT_LEDGER_ESCROW=1): a replica claims a slice of a quota's free capacity in
+# its shard, under `escrow/<replica>`, and admits inside it with no write per pod.
+ESCROW_PREFIX = "escrow/"
+SLICE_TTL = 30.0  # a slice entry's expiry: what a dead replica's slice costs the others at most
+SLICE_MARGIN = SETTLE + 5.0  # a slice admits only while it outlives this: its pods are recorded (or seen) before it expires
+SLICE_RENEW = SLICE_TTL - SLICE_MARGIN - 5.0  # slice age at which the next admission queues a renewal (records its pods)
+SLICE_IDLE = 2.0  # seconds without a commit after which a replica returns its slice
+SLICE_MIN = 2000  # milli-GPU: a smaller slice is not claimed (near a quota's end every pod is a compare-and-swap)
 
 
 class LedgerUnavailable(Exception):
@@ -87,6 +95,14 @@ class Shard:
     pruned_at: float = 0.0  # when expired and settled holds were last looked for
     write_s: float = 0.002  # moving mean of this replica's successful writes, seconds
     changed: asyncio.Event | None = None  # set when a read (the watch, a get) moves the shard to a newer version
+    # Escrow: this replica's slice as last written (quota id -> milli-GPU) and what admissions spent of it.
+    slice: dict[str, int] = field(default_factory=dict)
+    slice_exp: float = 0.0
+    slice_at: float = 0.0  # when the slice was written
+    spent: dict[str, int] = field(default_factory=dict)
+    unrecorded: dict[str, tuple] = field(default_factory=dict)  # key -> (holds, expires_at): admitted in the slice, not written
+    flight: dict | None = None  # the write in flight: {"slice", "exp", "spent", "recorded"}
+    used_at: float = 0.0  # the last commit of a hold to this shard (an idle slice is returned)
 
 
 class ClusterLedger:
@@ -115,6 +131,11 @@ class ClusterLedger:
         self.list_rv: str | None = None  # the collection's resourceVersion the watch resumes from
         self.watch_events = 0
         self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
+        import os
+
+        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1"
+        self.escrow_key = f"{ESCROW_PREFIX}{self.replica}"
+        self.slice_admits = 0  # commits answered inside a slice, with no write
         self._stopped = threading.Event()
 
     # -- the view --
@@ -185,6 +206,8 @@ class ClusterLedger:
             text = (cm.get("data") or {}).get("holds") or "{}"
             if text != shard.text:
                 shard.text, shard.entries = text, _entries(text)
+        if shard.slice and self.escrow_key not in shard.entries:
+            shard.slice = {}  # the shard no longer carries this replica's slice (deleted, edited): admit nothing in it
         if self._mirror(shard, old):
             self.generation += 1
             shard.read_at = self.generation
@@ -330,6 +353,10 @@ class ClusterLedger:
                 await asyncio.sleep(PRUNE_INTERVAL)
                 now = time.time()
                 for shard in list(self.shards.values()):
+                    if self.escrow and not shard.flushing and (shard.unrecorded or shard.slice) and (
+                            now - shard.used_at >= SLICE_IDLE or shard.slice_exp - now < SLICE_MARGIN):
+                        self._kick_empty(shard, loop)  # record the slice's pods; return the slice if idle
+                        continue
                     if not shard.flushing and any(self._droppable(k, e, now) or self._newly_seen(k, e)
                                                   for k, e in shard.entries.items()):
                         shard.pruned_at = 0.0
@@ -338,6 +365,11 @@ class ClusterLedger:
                         self._kick(shard)
         finally:
             self._stopped.set()
+
+    def _kick_empty(self, shard: Shard, loop) -> None:
+        """Queue a write with no hold of its own (a prune, a slice renewal or return), never stale."""
+        shard.pending.append((None, (), 0.0, loop.create_future(), float("inf")))
+        self._kick(shard)
 
     def _newly_seen(self, key: str, entry: list) -> bool:
         ns, _, name = key.partition("/")
@@ -386,6 +418,12 @@ class ClusterLedger:
                 per = by_shard.setdefault(self.root_of(h[0]), {})
                 old = per.get(key)
                 per[key] = ((old[0] if old else ()) + (h,), expires_at)
+        if self.escrow:
+            now = time.time()
+            for name in by_shard:
+                self.shards.setdefault(name, Shard(name)).used_at = now
+            if self._in_slices(by_shard, now, loop):
+                return True
         futures = []
         for name in sorted(by_shard):  # a fixed order: two requests spanning the same shards cannot starve each other
             shard = self.shards.setdefault(name, Shard(name))
@@ -399,6 +437,100 @@ class ClusterLedger:
             self._kick(shard)
         results = await asyncio.wait_for(asyncio.gather(*futures), timeout)
         return all(results)
+
+    def _in_slices(self, by_shard: dict, now: float, loop) -> bool:
+        """Admit inside this replica's slices if every shard's part fits its slice; no write. False: the normal path.
+
+        Safe without a view check: the slice was written with a compare-and-swap against the
+        shard's holds and the quota's free capacity, and every other replica counts it whole.
+        While a write is in flight (it will replace the slice), an admission must fit both the
+        slice written and the one being written, so it is covered whichever way the write ends.
+        """
+        need: dict[str, dict[str, int]] = {}
+        for name, per in by_shard.items():
+            shard = self.shards[name]
+            exp = min(shard.slice_exp, shard.flight["exp"]) if shard.flight else shard.slice_exp
+            if not shard.slice or exp - now < SLICE_MARGIN:
+                return False
+            want = need.setdefault(name, {})
+            for holds, _ in per.values():
+                for h in holds:
+                    want[h[0]] = want.get(h[0], 0) + h[1]
+            for qid, milli in want.items():
+                spent = shard.spent.get(qid, 0)
+                if shard.flight is not None:
+                    extra = shard.flight["spent"].get(qid, 0)
+                    if extra + milli > shard.flight["slice"].get(qid, 0):
+                        return False
+                    spent += extra
+                if spent + milli > shard.slice.get(qid, 0):
+                    return False
+        for name, per in by_shard.items():
+            shard = self.shards[name]
+            into = shard.flight["spent"] if shard.flight is not None else shard.spent
+            for qid, milli in need[name].items():
+                into[qid] = into.get(qid, 0) + milli
+            for key, (holds, expires_at) in per.items():
+                shard.unrecorded[key] = (holds, expires_at)
+            left = sum(shard.slice.values()) - sum(shard.spent.values())
+            if now - shard.slice_at >= SLICE_RENEW or 2 * left < sum(shard.slice.values()):
+                if not shard.pending:
+                    self._kick_empty(shard, loop)  # renew early, in the background: the next admissions need no wait
+        self.slice_admits += 1
+        return True
+
+    def _slice_for(self, shard: Shard, now: float) -> dict[str, int]:
+        """The slice to claim in this write: per quota of the shard, free capacity / (2 x replicas writing it); {} when idle.
+
+        Only quotas whose checks are a plain nominal (no cohort, no per-model or memory cap)
+        are sliced: a slice is counted in milli-GPU only. Free capacity is what this replica's
+        engine sees: live pods, its own holds and every other replica's holds and slices.
+        """
+        if now - shard.used_at >= SLICE_IDLE:
+            return {}
+        state_for = getattr(self.state.engine, "state_for", None)
+        if state_for is None:  # a stand-in engine: nothing to size a slice by
+            return {}
+        quota = state_for(self.state.snapshot).quota  # the usage every decision on this snapshot checks
+        others = {e[2] for e in shard.entries.values() if e[2] != self.replica and e[0] > now}
+        out = {}
+        for spec in quota.specs:
+            if (spec.nominal is None or spec.cohort or spec.per_model or spec.gpu_memory is not None
+                    or self.root_of(spec.id) != shard.name):
+                continue
+            size = (spec.nominal - quota.used[spec.index]) // (2 * (1 + len(others)))
+            size -= size % 1000  # whole GPUs: a fraction of one would be stranded by whole-GPU pods
+            if size >= SLICE_MIN:
+                out[spec.id] = size
+        return out
+
+    def _escrowed(self, shard: Shard, entries: dict, now: float) -> dict:
+        """Add the slice's unrecorded pods and the new slice to `entries`; returns the flight record."""
+        recorded = dict(shard.unrecorded)
+        for key, (holds, expires_at) in recorded.items():
+            entries.setdefault(key, [expires_at, [list(h) for h in holds], self.replica, None])
+        new = self._slice_for(shard, now)
+        exp = now + SLICE_TTL
+        if new:
+            entries[self.escrow_key] = [exp, [[q, m, 0, None, m] for q, m in sorted(new.items())], self.replica, None]
+        else:
+            entries.pop(self.escrow_key, None)
+        return {"slice": new, "exp": exp if new else 0.0, "spent": {}, "recorded": recorded, "at": now}
+
+    def _landed(self, shard: Shard, ok: bool) -> None:
+        """The write in flight ended: on success its slice replaces the old one; else what it spent stays on the old."""
+        flight, shard.flight = shard.flight, None
+        if flight is None:
+            return
+        if ok:
+            shard.slice, shard.slice_exp, shard.slice_at = flight["slice"], flight["exp"], flight["at"]
+            shard.spent = flight["spent"]
+            for key, held in flight["recorded"].items():
+                if shard.unrecorded.get(key) is held:
+                    del shard.unrecorded[key]
+        else:
+            for qid, milli in flight["spent"].items():
+                shard.spent[qid] = shard.spent.get(qid, 0) + milli
 
     def _kick(self, shard: Shard) -> None:
         if not shard.flushing:
@@ -428,6 +560,7 @@ class ClusterLedger:
                 for key, holds, expires_at, _, _ in batch:
                     if key is not None:
                         entries[key] = [expires_at, [list(h) for h in holds], self.replica, None]
+                flight = self._escrowed(shard, entries, now) if self.escrow else None
                 if len(entries) > MAX_HOLDS:
                     _settle(batch, LedgerUnavailable(f"ledger shard {shard.name} is full ({MAX_HOLDS} holds)"))
                     metrics.ledger_writes.labels("full").inc()
@@ -435,9 +568,11 @@ class ClusterLedger:
                 text = orjson.dumps(entries).decode()
                 rv = shard.rv
                 start = time.perf_counter()
+                shard.flight = flight
                 try:
                     cm = await asyncio.to_thread(self._write, shard, rv, text)
                 except Exception as exc:  # noqa: BLE001 - classified below
+                    self._landed(shard, False)
                     status = getattr(exc, "status", None)
                     if status == 409:
                         metrics.ledger_writes.labels("conflict").inc()
@@ -456,6 +591,7 @@ class ClusterLedger:
                         _settle(batch, LedgerUnavailable(f"writing {shard.name}: {type(exc).__name__}: {str(exc)[:200]}"))
                     continue
                 took = time.perf_counter() - start
+                self._landed(shard, True)
                 metrics.ledger_writes.labels("ok").inc()
                 metrics.ledger_write_seconds.observe(took)
                 shard.write_s += (took - shard.write_s) / 8
