@@ -36,6 +36,9 @@ def add_arguments(parser) -> None:
     beh.add_argument("--ledger", metavar="NAMESPACE",
                      help="share quota holds between replicas through ConfigMaps in NAMESPACE "
                           "(compare-and-swap before every reserving 'allowed'; needs --kubeconfig or in-cluster)")
+    beh.add_argument("--ledger-escrow", action="store_true",
+                     help="with --ledger: each replica claims a slice of a quota's free capacity and admits inside it "
+                          "without a write per pod (docs/webhook.md, Escrow; same as ALLOT_LEDGER_ESCROW=1)")
     beh.add_argument("--mode", choices=("audit", "warn"), help="override every block's mode, for safe rollouts")
     beh.add_argument("--decision-log", metavar="FILE", default="-", help="JSON lines, one per decision ('-' stdout, 'off' none)")
     beh.add_argument("--log-requests", action="store_true", help="include each AdmissionReview request in its log line (replayable)")
@@ -53,6 +56,12 @@ def options_from(args, decision_log):
         raise UsageError("give --cluster FILE or --kubeconfig FILE (or run in a Pod for in-cluster config)")
     if args.ledger is not None and (args.cluster or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.ledger)):
         raise UsageError(f"--ledger {args.ledger}: give a namespace name, with --kubeconfig or in-cluster (not --cluster)")
+    if args.ledger_escrow:
+        if args.ledger is None:
+            raise UsageError("--ledger-escrow needs --ledger NAMESPACE (slices are claimed in the ledger's shards)")
+        import os
+
+        os.environ["ALLOT_LEDGER_ESCROW"] = "1"  # the ledger reads it; --workers children inherit it
     if args.workers < 1 or args.workers > 64:
         raise UsageError(f"--workers {args.workers}: give 1 to 64 processes")
     if args.workers > 1 and (not args.ledger or args.port == 0 or args.self_signed):

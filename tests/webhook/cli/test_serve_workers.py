@@ -33,6 +33,7 @@ USAGE = [
     (["--workers", "2", "--cluster", "x.yaml", "--policy", "policies", "--self-signed"], "--workers N > 1 needs --ledger"),
     (["--workers", "0", "--cluster", "x.yaml", "--policy", "policies", "--self-signed"], "--workers 0: give 1 to 64"),
     (["--ledger", "Bad_NS", "--kubeconfig", "k", "--policy", "policies", "--self-signed"], "--ledger Bad_NS: give a namespace"),
+    (["--ledger-escrow", "--kubeconfig", "k", "--policy", "policies", "--self-signed"], "--ledger-escrow needs --ledger"),
 ]
 
 
