@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,9 +52,11 @@ def wait_port(path: pathlib.Path, proc: subprocess.Popen, marker: str, limit: fl
     end = time.monotonic() + limit
     while time.monotonic() < end:
         text = path.read_text() if path.exists() else ""
-        for line in text.splitlines():
-            if marker in line:
-                return int(line.rsplit(":", 1)[1].strip().split()[0])
+        at = text.find(marker)
+        if at >= 0:  # the first `:PORT` after the marker (another thread's log line may follow on the same line)
+            port = re.search(r":\s*(\d+)", text[at + len(marker):])
+            if port:
+                return int(port.group(1))
         if proc.poll() is not None:
             raise RuntimeError(f"process exited ({proc.returncode}): {text.strip()[-500:]}")
         time.sleep(0.05)

@@ -130,7 +130,8 @@ def run(args) -> int:
             return
         if running.ca_path:
             print(f"allot serve: CA certificate: {running.ca_path}", file=sys.stderr)
-        print(f"allot serve: listening on https://{opts.host}:{running.port}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"allot serve: listening on https://{opts.host}:{running.port}\n")  # one write: log lines from other threads cannot split it
+        sys.stderr.flush()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
