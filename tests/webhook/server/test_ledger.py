@@ -82,6 +82,16 @@ async def post(session, url, body):
         return resp.status, orjson.loads(await resp.read())
 
 
+async def commit_unanswered(state, n: int) -> None:
+    """`n` 1-GPU pods decided and committed by `state`, never answered: the process dies here."""
+    now = time.time()
+    for i in range(n):
+        r = rv.decode(orjson.dumps(review(pod(f"ghost{i}", gpus=1))), state)
+        decision = rv.decide(r, mutate=False, state=state, now=now)
+        assert decision.allowed and r.taken
+        assert await state.ledger.commit(r.taken, 5.0, r.view)
+
+
 def held_gpus(double: ApiDouble) -> dict[str, int]:
     """Pod key -> milli-GPU held in the quota's shard, as stored in the API."""
     cm = next((o for o in double.items("configmaps", NS) if o["metadata"]["name"] == SHARD), None)
@@ -173,12 +183,7 @@ def test_a_replica_dead_after_commit_leaves_holds_that_expire(pki, policy_dir):
         try:
             dead = replica(policy_dir, url)
             await dead.ledger.start()
-            now = time.time()
-            for i in range(8):  # decided and committed, never answered: the process died here
-                r = rv.decode(orjson.dumps(review(pod(f"ghost{i}", gpus=1))), dead)
-                decision = rv.decide(r, mutate=False, state=dead, now=now)
-                assert decision.allowed and r.taken
-                assert await dead.ledger.commit(r.taken, 5.0, r.view)
+            await commit_unanswered(dead, 8)
             assert len(held_gpus(double)) == 8
             b = replica(policy_dir, url)
             async with running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):

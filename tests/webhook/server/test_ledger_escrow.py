@@ -12,11 +12,10 @@ import time
 import orjson
 import pytest
 
-from tests.webhook.server.test_ledger import NS, SHARD, post, until_ready
+from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post, until_ready
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
-from webhook.server import review as rv
 from webhook.server.ledger import ESCROW_PREFIX
 
 QUOTA = 64
@@ -110,12 +109,7 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
         try:
             dead = plain_replica(policy_dir, url)
             await dead.ledger.start()
-            now = time.time()
-            for i in range(8):  # decided and committed, never answered: the process died here
-                r = rv.decode(orjson.dumps(review(pod(f"ghost{i}", gpus=1))), dead)
-                decision = rv.decide(r, mutate=False, state=dead, now=now)
-                assert decision.allowed and r.taken
-                assert await dead.ledger.commit(r.taken, 5.0, r.view)
+            await commit_unanswered(dead, 8)
             assert dead.ledger.slice_admits == 7  # the first claimed the slice in its write; 7 more inside it
             await asyncio.sleep(0.2)
             assert set(pods_held(double)) == {"team-a/ghost0"}  # 7 admitted pods the API knows only as slice
