@@ -23,6 +23,7 @@ from policy.subject.expression import express, reads_expression
 from policy.subject.normalize import normalize, normalize_object
 from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, object_uid, workload_memory
 from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
+from policy.cluster.ledger import WorkloadChange
 from policy.weaksub import subscribe_weakly
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
@@ -202,7 +203,7 @@ class Engine:
             if ctx.reserve:
                 commit_reservations(ctx, taken)
             if w.template_paths and w.operation != "CREATE" and ctx.state.quota.holds.workloads:
-                release_holds(ctx)
+                release_holds(ctx, taken)
         return decision
 
     def _problems(self, ctx: Context) -> None:
@@ -212,7 +213,11 @@ class Engine:
 
 
 def commit_reservations(ctx: Context, taken: list | None = None) -> None:
-    """Hold the admitted pod's quota charges until the snapshot shows it (appended to `taken`); an admitted workload's until its pods take them."""
+    """Hold the admitted pod's quota charges until the snapshot shows it (appended to `taken`); an admitted workload's until its pods take them.
+
+    Workload holds and a pod's take from one go to `taken` as `WorkloadChange`s, so a
+    cluster ledger writes them with the pod holds (webhook/server/ledger.py).
+    """
     w = ctx.w
     workload = w.template_paths and w.kind in HELD_KINDS and w.name and not controlled_child(w)
     if not workload and (w.operation != "CREATE" or w.kind != "Pod"):
@@ -224,26 +229,39 @@ def commit_reservations(ctx: Context, taken: list | None = None) -> None:
     if workload:  # charge once: its pods take their share from this hold (docs/semantics.md)
         key = hold_key(w.namespace, w.kind, w.name)
         demand = (w.total_gpus, (w.gpu_memory or 0) * w.pods)  # what a later scale down is measured against
-        for ledger, charges in by_ledger.values():  # per replica: not in the cluster ledger yet
-            ledger.hold_workload(key, tuple(charges), ctx.now + WORKLOAD_TTL, object_uid(w.obj), demand)
+        expires_at = ctx.now + WORKLOAD_TTL
+        uid = object_uid(w.obj)
+        for ledger, charges in by_ledger.values():
+            holds = ledger.hold_workload(key, tuple(charges), expires_at, uid, demand)
+            if taken is not None and holds:
+                taken.append(WorkloadChange("hold", key, holds, expires_at, uid, demand))
         return
     key = f"{w.namespace or 'default'}/{w.name}" if w.name else f"uid:{w.uid}"
     expires_at = ctx.now + RESERVATION_TTL
     for ledger, charges in by_ledger.values():
-        owner = ledger.owner_hold(w) if ledger.holds.workloads else None
-        if owner is not None:
-            ledger.take(owner, tuple(charges))
+        reservations = ledger.holds
+        if reservations.took and key in reservations.took:  # decided again: what it took before goes back first
+            back = reservations.untake(key)
+            if taken is not None and back is not None:
+                taken.append(WorkloadChange("give", back[0], back[1], pod=key))
+        owner = ledger.owner_hold(w) if reservations.workloads else None
+        parts = ledger.take(owner, tuple(charges)) if owner is not None else ()
         holds = ledger.reserve(key, tuple(charges), expires_at)
+        if parts:
+            reservations.note_take(key, owner, parts)
+            if taken is not None:
+                taken.append(WorkloadChange("take", owner, parts, pod=key))
         if taken is not None and holds:
             taken.append((key, holds, expires_at))
 
 
-def release_holds(ctx: Context) -> None:
+def release_holds(ctx: Context, taken: list | None = None) -> None:
     """An admitted UPDATE or DELETE of a held workload: release what it no longer needs, at once (docs/semantics.md).
 
     DELETE releases the whole hold; an UPDATE that suspends it (Kueue preempting) too; a
     scale down (UPDATE, or the `scale` sub-resource judged on the live object) releases the
-    demand it drops, never more than the hold still holds.
+    demand it drops, never more than the hold still holds. Each release goes to `taken`
+    as a `WorkloadChange` too (a cluster ledger writes it after the answer).
     """
     w = ctx.w
     if w.kind not in HELD_KINDS or not w.name or controlled_child(w):
@@ -252,15 +270,20 @@ def release_holds(ctx: Context) -> None:
     key = hold_key(w.namespace, w.kind, w.name)
     if key not in ledger.holds.holds:
         return
+    uid = object_uid(w.obj)
     if w.operation == "DELETE" or w.suspended:
-        ledger.release_workload(key, object_uid(w.obj))
+        if ledger.release_workload(key, uid) and taken is not None:
+            taken.append(WorkloadChange("drop", key, (), 0.0, uid))
     elif w.operation == "UPDATE" and not w.added_gpus:
         old = ctx.w.old_obj
         before = None
         if type(old) is dict:
             was = ledger.to_workload(old)
             before = (was.total_gpus, (was.gpu_memory or 0) * was.pods)
-        ledger.shrink_workload(key, w, before or (w.total_gpus, (w.gpu_memory or 0) * w.pods))
+        demand = (w.total_gpus, (w.gpu_memory or 0) * w.pods)
+        released = ledger.shrink_workload(key, w, before or demand)
+        if taken is not None and released:
+            taken.append(WorkloadChange("shrink", key, released, 0.0, uid, demand))
 
 
 def warning_text(r: Reason) -> str:

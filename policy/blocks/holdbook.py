@@ -9,6 +9,10 @@ kept here per ledger (so, like the holds, they outlive any one engine):
 - the demand (milli-GPU, bytes) the hold is sized to now: a scale down releases
   `demand - new demand`, so the same scale decided twice (a client's retry, the API
   server's re-invocation) releases once, never twice.
+
+With a cluster ledger (webhook/server/ledger.py) the book also keeps which holds ended
+here (deleted, finished): another replica's copy of such a hold in a shard is not counted
+again, and is dropped from the shard by the next prune.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import weakref
 from dataclasses import dataclass, field
 
 PRUNE_AT = 4096  # entries kept for holds that ended by themselves (expiry, pods took them) are pruned past this
+ENDED_AT = 4096  # ended holds remembered; the oldest are forgotten past this (their shard entries have expired by then)
 
 
 @dataclass(slots=True)
@@ -25,6 +30,7 @@ class HoldBook:
 
     uids: dict[str, str | None] = field(default_factory=dict)
     demand: dict[str, tuple[int, int]] = field(default_factory=dict)
+    ended: dict[str, str | None] = field(default_factory=dict)  # key -> uid of the object whose hold ended here
 
     def record(self, key: str, uid: str | None, demand: tuple[int, int], live: dict) -> None:
         """Remember what the hold under `key` stands for now; `live` is the ledger's holds (for pruning)."""
@@ -34,11 +40,26 @@ class HoldBook:
         if uid is not None or key not in self.uids:
             self.uids[key] = uid
         self.demand[key] = demand
+        if key in self.ended:
+            del self.ended[key]  # it holds again (a new object of that name, or admitted again)
 
     def owns(self, key: str, uid: str | None) -> bool:
         """Whether an event about the object `uid` may release the hold `key` (unknown uids on either side: yes)."""
         held = self.uids.get(key)
         return held is None or uid is None or held == uid
+
+    def end(self, key: str, uid: str | None) -> None:
+        """Remember that the hold of object `uid` under `key` ended (released here); forget what it was sized to."""
+        uid = uid if uid is not None else self.uids.get(key)
+        self.forget(key)
+        self.ended.pop(key, None)
+        self.ended[key] = uid
+        if len(self.ended) > ENDED_AT:
+            del self.ended[next(iter(self.ended))]
+
+    def has_ended(self, key: str, uid: str | None) -> bool:
+        """Whether the hold of object `uid` under `key` ended here (an unknown uid matches only an unknown one)."""
+        return key in self.ended and self.ended[key] == uid
 
     def forget(self, key: str) -> None:
         """Drop what is known about `key` (its hold was released)."""

@@ -165,16 +165,18 @@ class QuotaLedger:
         return holds
 
     def hold_workload(self, key: str, charges: tuple[Charge, ...], expires_at: float, uid: str | None = None,
-                      demand: tuple[int, int] | None = None) -> None:
-        """Hold an admitted workload's `charges` until its pods take them (`take`) or `expires_at` passes; adds to an earlier hold of it.
+                      demand: tuple[int, int] | None = None) -> tuple:
+        """Hold an admitted workload's `charges` until its pods take them (`take`) or `expires_at` passes; adds to an earlier hold of it; the holds added.
 
         `uid` is the object's, `demand` the (milli-GPU, bytes) its spec asks now: what a later
         scale down or deletion is measured against (policy/blocks/holdbook.py).
         """
         specs = self.specs
-        self.holds.add(key, tuple((specs[qi].id, *rest) for qi, *rest in charges), expires_at)
+        holds = tuple((specs[qi].id, *rest) for qi, *rest in charges)
+        self.holds.add(key, holds, expires_at)
         if demand is not None:
             book_of(self.holds).record(key, uid, demand, self.holds.holds)
+        return holds
 
     def take(self, key: str, charges: tuple[Charge, ...]) -> tuple:
         """Move a workload pod's `charges` out of its workload's hold (the pod holds them itself now); what was taken."""
@@ -211,7 +213,7 @@ class QuotaLedger:
         book = book_of(self.holds)
         if key not in self.holds.holds or not book.owns(key, uid):
             return False
-        book.forget(key)
+        book.end(key, uid)  # remembered: a cluster ledger's copy of this hold is not counted again here
         return self.holds.release(key)
 
     def shrink_workload(self, key: str, w, old_demand: tuple[int, int]) -> tuple:

@@ -12,12 +12,35 @@ or when `expire(now)` passes it.
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 # (quota id, milli-GPU, bytes of GPU memory, GPU model or None, milli-GPU of that model)
 Hold = tuple[str, int, int, "str | None", int]
 Listener = Callable[[tuple[Hold, ...], int], None]
 WORKLOAD_PREFIX = "wl:"  # `wl:namespace/Kind/name`: the hold of an admitted workload object, taken from by its pods
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadChange:
+    """A change of workload hold `key` a decision made, for a cluster ledger to write (engine.py appends them to `taken`).
+
+    `op`: "hold" (admitted or scaled up: add `holds`, demand now `demand`), "take" (pod
+    `pod` moved `holds` out of it), "give" (a pod decided again gave back `holds`),
+    "shrink" (scaled down to `demand`; `holds` is what this replica released), "drop"
+    (deleted or suspended: the whole hold of object `uid`).
+    """
+
+    op: str
+    key: str
+    holds: tuple = ()
+    expires_at: float = 0.0
+    uid: str | None = None
+    demand: tuple | None = None
+    pod: str | None = None
+
+
+RELEASES = frozenset({"shrink", "drop"})  # changes that only lower a hold: written after the answer, never awaited
 
 
 def pod_key(obj: Mapping) -> str:
@@ -33,6 +56,7 @@ class ReservationLedger:
         self.holds: dict[str, tuple[float, tuple[Hold, ...]]] = {}
         self.next_expiry = float("inf")
         self.workloads = 0  # holds of admitted workload objects (keys `wl:`): pods only look for an owner's hold when some exist
+        self.took: dict[str, tuple[str, tuple[Hold, ...]]] = {}  # pod key -> (workload key, holds it took): undone if decided again
         self._listeners: list[Callable[[], Listener | None]] = []
 
     def listen(self, method: Listener) -> None:
@@ -92,6 +116,19 @@ class ReservationLedger:
         self._tell(tuple(taken), -1)
         return tuple(taken)
 
+    def note_take(self, pod: str, owner: str, holds: tuple[Hold, ...]) -> None:
+        """Remember that the hold of `pod` took `holds` from `owner`'s, so deciding `pod` again gives them back first."""
+        if holds:
+            self.took[pod] = (owner, holds)
+
+    def untake(self, pod: str) -> tuple[str, tuple[Hold, ...]] | None:
+        """Give back to its workload's hold what `pod` took (a pod decided again, or whose hold was never committed); (owner, holds) given."""
+        took = self.took.pop(pod, None)
+        if took is None or took[0] not in self.holds:
+            return None  # the workload's hold is gone (released, expired): nothing to give back to
+        self.add(took[0], took[1], self.holds[took[0]][0])
+        return took
+
     def held(self, key: str, qid: str) -> tuple[int, int, dict]:
         """(milli-GPU, bytes, milli-GPU by model) still held under `key` for quota `qid`."""
         held = self.holds.get(key)
@@ -109,6 +146,8 @@ class ReservationLedger:
         held = self.holds.pop(key, None)
         if held is None:
             return False
+        if self.took:
+            self.took.pop(key, None)  # the pod's hold ended (seen, expired): what it took stays taken
         self.workloads -= key.startswith(WORKLOAD_PREFIX)
         self._tell(held[1], -1)
         return True

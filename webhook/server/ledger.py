@@ -16,6 +16,15 @@ group grows with the load, with no fixed wait).
 A hold is dropped from a shard when it expires (`RESERVATION_TTL`), or once the pod
 exists and has for `SETTLE` seconds (time for every replica's watch to show it).
 Holds written by a replica that died stay until then: nothing is leaked past expiry.
+
+Workload holds (`wl:ns/Kind/name`: an admitted Deployment, Job, ... holding its whole
+quota until its pods come) are in the shards too, shared by every replica: any replica
+answering a member pod takes the pod's share from the workload's entry in the same
+compare-and-swap as the pod's own hold, as a delta applied to the entry as written
+(webhook/server/ledger_ops.py); a take the entry no longer covers is decided again. A
+replica counts such an entry as the shard holds it plus its own changes not written
+yet. Releases (scale down, DELETE, suspension) are written after the answer (releasing
+late only over-counts); a release seen by the watch is remembered and the entry pruned.
 """
 
 from __future__ import annotations
@@ -32,6 +41,10 @@ from typing import Any
 
 import orjson
 
+from policy.blocks.holdbook import book_of
+from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, WorkloadChange
+from webhook.server import ledger_ops
+
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
 LABEL = "allot.dev/ledger"
@@ -39,6 +52,7 @@ SELECTOR = f"{LABEL}=reservations"
 SETTLE = 15.0  # seconds a hold outlives the pod's appearance: every replica's watch shows the pod by then
 MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1 MiB limit
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
+RELEASE_TRIES = 16  # writes of a release (never awaited) before it is left to the entry's expiry
 PRUNE_INTERVAL = 5.0
 WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
 # Escrow (opt-in: ALLOT_LEDGER_ESCROW=1): a replica claims a slice of a quota's free capacity in
@@ -87,7 +101,7 @@ class Shard:
 
     name: str
     rv: str | None = None
-    entries: dict[str, list] = field(default_factory=dict)  # key -> [expires_at, holds, replica, seen_at|None]
+    entries: dict[str, list] = field(default_factory=dict)  # key -> [expires_at, holds, replica, seen_at|None(, workload fields)]
     text: str | None = None  # the `holds` value last read or written: an event carrying the same is not parsed again
     pending: list = field(default_factory=list)  # (key, holds, expires_at, future, view)
     flushing: bool = False
@@ -103,6 +117,16 @@ class Shard:
     unrecorded: dict[str, tuple] = field(default_factory=dict)  # key -> (holds, expires_at): admitted in the slice, not written
     flight: dict | None = None  # the write in flight: {"slice", "exp", "spent", "recorded"}
     used_at: float = 0.0  # the last commit of a hold to this shard (an idle slice is returned)
+
+
+@dataclass(eq=False)
+class Changes:
+    """One request's part of a shard with workload changes: its pod holds and changes, written together or not at all."""
+
+    puts: dict[str, tuple]  # pod key -> (holds, expires_at)
+    changes: list  # (seq, WorkloadChange with holds of this shard only, the request's WorkloadChange it is part of)
+    release: bool = False  # only releases: written after the answer, retried on a conflict
+    tries: int = 0
 
 
 class ClusterLedger:
@@ -136,6 +160,8 @@ class ClusterLedger:
         self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1"
         self.escrow_key = f"{ESCROW_PREFIX}{self.replica}"
         self.slice_admits = 0  # commits answered inside a slice, with no write
+        self.seq = 0  # numbers this replica's workload changes (an entry's `seq` shows the last one written)
+        self.unlanded: dict[tuple[str, str], list] = {}  # (shard, workload key) -> [(seq, change)] not written yet
         self._stopped = threading.Event()
 
     # -- the view --
@@ -170,6 +196,9 @@ class ClusterLedger:
         keys = [k for k, e in new.items() if old.get(k) != e]
         keys += [k for k in old if k not in new]
         for key in keys:
+            if key.startswith(WORKLOAD_PREFIX):  # shared: counted as the shards hold it, whoever wrote it
+                added = self._recompute(key, now) or added
+                continue
             entry = new.get(key)
             per = self.remote.get(key)
             if entry is None or entry[2] == self.replica or entry[0] <= now:
@@ -195,6 +224,45 @@ class ClusterLedger:
             expires_at = min(self.shards[s].entries[key][0] for s in per)
             ledger.reserve(key, tuple(h for holds in per.values() for h in holds), expires_at)
         return added
+
+    def _recompute(self, key: str, now: float | None = None) -> bool:
+        """Count workload hold `key` as the shards hold it plus this replica's changes not written yet; True if it grew."""
+        now = time.time() if now is None else now
+        ledger = self.holds
+        book = book_of(ledger)
+        holds: list = []
+        expires_at, meta = 0.0, {}
+        for name, shard in self.shards.items():
+            entry = shard.entries.get(key)
+            if entry is not None and entry[0] <= now:
+                entry = None
+            pending = self.unlanded.get((name, key))
+            if pending:
+                entry = ledger_ops.replay(entry, pending, self.replica)
+            if entry is not None and entry[0] > now:
+                holds += entry[1]
+                expires_at, meta = max(expires_at, entry[0]), ledger_ops.meta_of(entry) or meta
+        uid = meta.get("uid")
+        if uid is None and key in book.uids:
+            uid = book.uids[key]
+        if book.has_ended(key, uid):
+            holds = []  # released here (deleted, finished): another replica's copy does not count again
+        held = ledger.holds.get(key)
+        if not holds:
+            if held is not None:
+                ledger.release(key)
+            return False
+        new = tuple(tuple(h) for h in holds)
+        if held is not None and held[1] == new and held[0] == expires_at:
+            return False
+        grew = _grew(held[1] if held is not None else (), new)
+        ledger.reserve(key, new, expires_at)
+        demand = meta.get("demand")
+        if demand is not None:
+            book.record(key, uid, tuple(demand), ledger.holds)
+        elif uid is not None:
+            book.uids[key] = uid
+        return grew
 
     def _load(self, shard: Shard, cm: dict | None) -> None:
         """Take `cm` (None: it does not exist) as the shard's state and mirror the other replicas' holds in it."""
@@ -378,6 +446,8 @@ class ClusterLedger:
     def _droppable(self, key: str, entry: list, now: float) -> bool:
         if entry[0] <= now:
             return True
+        if key.startswith(WORKLOAD_PREFIX):  # taken whole by its pods, or ended here (deleted, finished)
+            return not entry[1] or book_of(self.holds).has_ended(key, ledger_ops.meta_of(entry).get("uid"))
         return entry[3] is not None and now - entry[3] >= SETTLE
 
     def _pruned(self, shard: Shard, now: float) -> dict:
@@ -413,11 +483,26 @@ class ClusterLedger:
             raise LedgerUnavailable("the reservation ledger has not been read yet")
         loop = asyncio.get_running_loop()
         by_shard: dict[str, dict[str, tuple]] = {}
-        for key, holds, expires_at in taken:
+        changes: list = []
+        for item in taken:
+            if type(item) is WorkloadChange:
+                changes.append(item)
+                continue
+            key, holds, expires_at = item
             for h in holds:
                 per = by_shard.setdefault(self.root_of(h[0]), {})
                 old = per.get(key)
                 per[key] = ((old[0] if old else ()) + (h,), expires_at)
+        if changes:  # workload holds: the changes and the pod holds of each shard go in one write
+            futures = []
+            for name, part in sorted(self._split(changes, by_shard).items()):
+                shard = self.shards.setdefault(name, Shard(name))
+                if view < shard.read_at:
+                    futures.append(_done(loop, False))
+                    continue
+                futures.append(self._queue(shard, part, view, loop))
+            results = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+            return all(results)
         if self.escrow:
             now = time.time()
             for name in by_shard:
@@ -437,6 +522,79 @@ class ClusterLedger:
             self._kick(shard)
         results = await asyncio.wait_for(asyncio.gather(*futures), timeout)
         return all(results)
+
+    def _split(self, changes: list, by_shard: dict, release: bool = False) -> dict[str, Changes]:
+        """Shard name -> the part of `changes` (numbered) and of the pod holds `by_shard` it holds."""
+        parts: dict[str, Changes] = {name: Changes(dict(per), [], release) for name, per in by_shard.items()}
+        for change in changes:
+            if change.op in ("shrink", "drop"):  # every shard holding the workload: measured there
+                names = [n for n, sh in self.shards.items() if change.key in sh.entries or (n, change.key) in self.unlanded]
+                split = {n: change for n in names}
+            else:
+                grouped: dict[str, list] = {}
+                for h in change.holds:
+                    grouped.setdefault(self.root_of(h[0]), []).append(h)
+                split = {n: WorkloadChange(change.op, change.key, tuple(hs), change.expires_at, change.uid, change.demand,
+                                           change.pod) for n, hs in grouped.items()}
+            for name, one in split.items():
+                self.seq += 1
+                parts.setdefault(name, Changes({}, [], release)).changes.append((self.seq, one, change))
+        return parts
+
+    def _queue(self, shard: Shard, part: Changes, view: float, loop) -> asyncio.Future:
+        """Queue `part` for `shard`'s next write; its changes count here until that write lands or fails."""
+        for seq, change, origin in part.changes:
+            self.unlanded.setdefault((shard.name, change.key), []).append((seq, change, origin))
+        fut = loop.create_future()
+        shard.pending.append((part, None, 0.0, fut, view))
+        self._kick(shard)
+        return fut
+
+    def submit(self, releases: list) -> None:
+        """Write workload releases (scale down, DELETE) in the background: the answer does not wait (late only over-counts)."""
+        if not self.synced:
+            return
+        loop = asyncio.get_running_loop()
+        for name, part in self._split(releases, {}, release=True).items():
+            fut = self._queue(self.shards.setdefault(name, Shard(name)), part, float("inf"), loop)
+            fut.add_done_callback(_quiet)
+
+    def undo(self, taken: list) -> None:
+        """A decision never answered "allowed": drop its pod holds and its workload changes here (the shards never got them)."""
+        ledger = self.holds
+        keys = set()
+        for item in taken:
+            if type(item) is WorkloadChange:
+                keys.add(item.key)
+                continue
+            ledger.took.pop(item[0], None)  # recounted below from the shards: no give-back on top
+            ledger.release(item[0])
+        mine = {id(c) for c in taken if type(c) is WorkloadChange}
+        for (name, key), pending in list(self.unlanded.items()):
+            if key in keys:
+                rest = [x for x in pending if id(x[2]) not in mine]
+                if rest:
+                    self.unlanded[(name, key)] = rest
+                else:
+                    del self.unlanded[(name, key)]
+        for key in keys:
+            self._recompute(key)
+
+    def _landed_changes(self, shard: Shard, parts: list) -> None:
+        """The write carrying `parts` ended (written, or given up): they no longer count as unwritten; recount their workloads."""
+        keys = set()
+        for part in parts:
+            for seq, change, _ in part.changes:
+                keys.add(change.key)
+                pending = self.unlanded.get((shard.name, change.key))
+                if pending:
+                    rest = [x for x in pending if x[0] != seq]
+                    if rest:
+                        self.unlanded[(shard.name, change.key)] = rest
+                    else:
+                        del self.unlanded[(shard.name, change.key)]
+        for key in keys:
+            self._recompute(key)
 
     def _in_slices(self, by_shard: dict, now: float, loop) -> bool:
         """Admit inside this replica's slices if every shard's part fits its slice; no write. False: the normal path.
@@ -532,6 +690,25 @@ class ClusterLedger:
             for qid, milli in flight["spent"].items():
                 shard.spent[qid] = shard.spent.get(qid, 0) + milli
 
+    def _apply(self, part: Changes, entries: dict) -> bool:
+        """Apply one request's workload changes and pod holds to `entries` (the write being built); False, unchanged, if a take is not covered."""
+        out: dict = {}
+        for seq, change, _ in part.changes:
+            key = change.key
+            entry = out[key] if key in out else entries.get(key)
+            entry = ledger_ops.apply(entry, change, self.replica, seq, True)
+            if entry is ledger_ops.FAIL:
+                return False
+            out[key] = entry
+        for key, entry in out.items():
+            if entry is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = entry
+        for key, (holds, expires_at) in part.puts.items():
+            entries[key] = [expires_at, [list(h) for h in holds], self.replica, None]
+        return True
+
     def _kick(self, shard: Shard) -> None:
         if not shard.flushing:
             shard.flushing = True
@@ -557,9 +734,25 @@ class ClusterLedger:
                         continue
                 now = time.time()
                 entries = self._pruned(shard, now)
-                for key, holds, expires_at, _, _ in batch:
-                    if key is not None:
-                        entries[key] = [expires_at, [list(h) for h in holds], self.replica, None]
+                parts, refused = [], []
+                for item in batch:
+                    key, holds, expires_at = item[0], item[1], item[2]
+                    if key is None:
+                        continue
+                    if type(key) is Changes:
+                        if item[3].done():  # given up by its request (timed out): not written
+                            continue
+                        if self._apply(key, entries):
+                            parts.append(item)
+                        else:
+                            refused.append(item)
+                        continue
+                    entries[key] = [expires_at, [list(h) for h in holds], self.replica, None]
+                if refused:  # a take the shard's entry no longer covers (another replica took it): decide again
+                    metrics.ledger_writes.labels("refused").inc()
+                    batch = [b for b in batch if not any(b is r for r in refused)]
+                    self._landed_changes(shard, [r[0] for r in refused])
+                    _settle(refused, False)
                 flight = self._escrowed(shard, entries, now) if self.escrow else None
                 if len(entries) > MAX_HOLDS:
                     _settle(batch, LedgerUnavailable(f"ledger shard {shard.name} is full ({MAX_HOLDS} holds)"))
@@ -574,6 +767,12 @@ class ClusterLedger:
                 except Exception as exc:  # noqa: BLE001 - classified below
                     self._landed(shard, False)
                     status = getattr(exc, "status", None)
+                    again = [b for b in parts if b[0].release and b[0].tries < RELEASE_TRIES]
+                    for b in again:  # a release is nobody's request: written again against the newer version
+                        b[0].tries += 1
+                    given_up = [b[0] for b in parts if not any(b is a for a in again)]
+                    if given_up:
+                        self._landed_changes(shard, given_up)
                     if status == 409:
                         metrics.ledger_writes.labels("conflict").inc()
                         # The winner's version is on its way through the watch: wait for it (about
@@ -585,10 +784,12 @@ class ClusterLedger:
                                     self._load(shard, cm)
                             except Exception as reread:  # noqa: BLE001
                                 log.warning("re-reading %s failed: %s", shard.name, reread)
-                        _settle(batch, False)
+                        _settle([b for b in batch if not any(b is a for a in again)], False)
                     else:
                         metrics.ledger_writes.labels("error").inc()
-                        _settle(batch, LedgerUnavailable(f"writing {shard.name}: {type(exc).__name__}: {str(exc)[:200]}"))
+                        _settle([b for b in batch if not any(b is a for a in again)],
+                                LedgerUnavailable(f"writing {shard.name}: {type(exc).__name__}: {str(exc)[:200]}"))
+                    shard.pending[:0] = again
                     continue
                 took = time.perf_counter() - start
                 self._landed(shard, True)
@@ -599,6 +800,11 @@ class ClusterLedger:
                 if newer(new_rv, shard.rv):  # (the watch may have shown this very write already)
                     before, shard.rv, shard.entries, shard.text = shard.entries, new_rv, entries, text
                     self._mirror(shard, before)  # only drops: other replicas' holds this write pruned
+                if parts:
+                    self._landed_changes(shard, [b[0] for b in parts])
+                    late = [c for b in parts if b[3].done() and not b[0].release for _, c, _ in b[0].changes if c.op == "take"]
+                    if late:  # written, but its request timed out meanwhile: its pod holds nothing, so give back its take
+                        self.submit([WorkloadChange("give", c.key, c.holds, pod=c.pod) for c in late])
                 _settle(batch, True)
         finally:
             shard.flushing = False
@@ -614,13 +820,35 @@ def _entries(text: str) -> dict[str, list]:
 
 
 def _well_formed(entry: Any) -> bool:
-    """An entry as `_flush` writes it; anything else (a hand edit, another version) is ignored, never a crash."""
+    """An entry as `_flush` writes it (a workload hold's with a fifth field); anything else (a hand edit, another version) is ignored, never a crash."""
+    if isinstance(entry, list) and len(entry) == 5:
+        if not ledger_ops.well_formed_meta(entry[4]):
+            return False
+        entry = entry[:4]
     if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], (int, float))
             and isinstance(entry[1], list) and isinstance(entry[2], str)
             and (entry[3] is None or isinstance(entry[3], (int, float)))):
         return False
     return all(isinstance(h, list) and len(h) == 5 and isinstance(h[0], str) and all(type(x) is int for x in (h[1], h[2], h[4]))
                and (h[3] is None or isinstance(h[3], str)) for h in entry[1])
+
+
+def _grew(before: tuple, after: tuple) -> bool:
+    """Whether `after` holds more than `before` of some quota (milli-GPU, bytes or a model's milli-GPU)."""
+    def sums(holds):
+        out: dict = {}
+        for qid, milli, memory, model, model_milli in holds:
+            m = out.setdefault((qid, model), [0, 0, 0])
+            m[0], m[1], m[2] = m[0] + milli, m[1] + memory, m[2] + model_milli
+        return out
+    old = sums(before)
+    return any(any(x > y for x, y in zip(v, old.get(k, (0, 0, 0)))) for k, v in sums(after).items())
+
+
+def _quiet(fut: asyncio.Future) -> None:
+    """A background write's outcome is nobody's answer: fetched so a failure is not logged as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _settle(batch: list, result: Any) -> None:
@@ -669,9 +897,14 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
     ledger = state.ledger
     attempts = 0
     while review.taken and decision.allowed and cause is None:
+        taken = review.taken
+        if any(type(t) is WorkloadChange and t.op in RELEASES for t in taken):
+            ledger.submit([t for t in taken if type(t) is WorkloadChange and t.op in RELEASES])  # not awaited
+            taken = review.taken = [t for t in taken if type(t) is not WorkloadChange or t.op not in RELEASES]
+            if not taken:
+                break
         attempts += 1
         left = budget_end - time.perf_counter()
-        taken = review.taken
         try:
             if left <= 0:
                 raise asyncio.TimeoutError
@@ -681,8 +914,7 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
         except (asyncio.TimeoutError, LedgerUnavailable) as exc:
             outcome = "timeout" if isinstance(exc, asyncio.TimeoutError) else "unavailable"
             message = str(exc) or f"the reservation ledger was not written within {max(left, 0):.2f}s"
-        for key, _, _ in taken:
-            ledger.holds.release(key)  # never answered "allowed": the hold must not count here
+        ledger.undo(taken)  # never answered "allowed": its holds and workload changes must not count here
         if outcome != "conflict":
             return (*rv.failure(review, mutate=mutate, state=state, cause=f"ledger_{outcome}", message=message),
                     f"ledger_{outcome}", attempts)
