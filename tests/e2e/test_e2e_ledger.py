@@ -5,6 +5,8 @@ connections to the replicas in turn (TLS passes through; all serve one certifica
 1,000 pod creates go through the API server concurrently; the quota admits exactly its
 GPUs. A replica killed mid-burst over-admits nothing, and once its holds have expired
 the ledger ConfigMap holds none of them (the survivors' watch-fed prune dropped them).
+A Deployment's hold, written by the replica that admitted it, is counted by every
+replica; its pods take from it whichever replica answers them; its deletion releases it on all.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kit import gpu_pod, wait_for
 
 pytestmark = pytest.mark.e2e
 QUOTA = 64
+WL_QUOTA = 4  # the workload-hold tests' quota
 CREATES = 1000
 REPLICAS = 3
 
@@ -102,10 +105,10 @@ def replicas(kube, cluster, tmp_path_factory):
     from webhook.server.serving import self_signed
 
     run = cluster["run"]
-    ns, killed_ns, ledger_ns = f"lq-{run}", f"lk-{run}", f"ledger-{run}"
-    for name in (ns, killed_ns, ledger_ns):
+    ns, killed_ns, ledger_ns, wl_ns = f"lq-{run}", f"lk-{run}", f"ledger-{run}", f"lw-{run}"
+    for name in (ns, killed_ns, ledger_ns, wl_ns):
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    for name in (ns, killed_ns):
+    for name in (ns, killed_ns, wl_ns):
         wait_for(f"serviceaccount default in {name}",
                  lambda name=name: kube.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0)
     work = tmp_path_factory.mktemp("allot-ledger-e2e")
@@ -114,7 +117,8 @@ def replicas(kube, cluster, tmp_path_factory):
     pdir = work / "policies"
     pdir.mkdir()
     (pdir / "q.policy").write_text(f'quota ledger-e2e {{\n  for namespace == "{ns}"\n  gpus {QUOTA}\n}}\n'
-                                   f'quota ledger-kill {{\n  for namespace == "{killed_ns}"\n  gpus {QUOTA}\n}}\n')
+                                   f'quota ledger-kill {{\n  for namespace == "{killed_ns}"\n  gpus {QUOTA}\n}}\n'
+                                   f'quota ledger-wl {{\n  for namespace == "{wl_ns}"\n  gpus {WL_QUOTA}\n}}\n')
     servers = []
     for i in range(REPLICAS):
         (work / f"r{i}").mkdir()
@@ -137,14 +141,15 @@ def replicas(kube, cluster, tmp_path_factory):
             return any(d.get("name") == "probe" and d.get("namespace") == ns for s in servers for d in s.decisions())
 
         wait_for("the ledger webhook configuration to take effect", called, timeout=30, every=0.5)
-        yield {"ns": ns, "killed_ns": killed_ns, "ledger_ns": ledger_ns, "servers": servers, "run": run, "proxy": proxy}
+        yield {"ns": ns, "killed_ns": killed_ns, "ledger_ns": ledger_ns, "wl_ns": wl_ns, "servers": servers, "run": run,
+               "proxy": proxy}
     finally:
         kube.run("delete", "validatingwebhookconfiguration", f"allot-ledger-{run}", "--ignore-not-found", check=False)
         if proxy is not None:
             proxy.stop()
         for s in servers:
             s.stop()
-        for name in (ns, killed_ns, ledger_ns):
+        for name in (ns, killed_ns, ledger_ns, wl_ns):
             kube.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
@@ -243,3 +248,111 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
     assert created + more == QUOTA == len(core.list_namespaced_pod(ns).items)  # the whole quota, no more, no less
     now = time.time()
     assert all(v[0] > now for v in _shard_holds(core, replicas["ledger_ns"], "ledger-kill").values())
+
+
+def _deployment(name: str, ns: str, replicas: int, *, paused: bool) -> dict:
+    pod = gpu_pod(name, ns, gpus=1)
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": replicas, "paused": paused, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod["spec"]}}}
+
+
+def _dry_runs(core, ns: str, gpus: int, n: int) -> list[bool]:
+    """`n` concurrent dry-run creates of a `gpus`-GPU pod (many connections: every replica answers some); which were admitted."""
+    from kubernetes.client.rest import ApiException
+
+    def create(i: int) -> bool:
+        try:
+            core.create_namespaced_pod(ns, gpu_pod(f"dry{i}", ns, gpus=gpus), dry_run="All", _preload_content=False)
+            return True
+        except ApiException as exc:
+            assert exc.status == 403 and "quota" in (exc.body or "").lower(), exc.body
+            return False
+
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        return list(pool.map(create, range(n)))
+
+
+def _each_admits(servers, ns: str, gpus: int) -> list[bool]:
+    """Whether each replica, asked directly (a dry-run AdmissionReview to its own /validate), would admit a `gpus`-GPU pod in `ns`."""
+    import ssl
+    import urllib.request
+    import uuid
+
+    out = []
+    for s in servers:
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "ask", "namespace": ns,
+            "operation": "CREATE", "userInfo": {"username": "e2e", "groups": ["system:authenticated"]},
+            "object": gpu_pod("ask", ns, gpus=gpus), "oldObject": None, "dryRun": True}}
+        req = urllib.request.Request(f"{s.url}/validate?timeout=10s", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=str(s.ca)), timeout=10) as r:
+            out.append(json.loads(r.read())["response"]["allowed"])
+    return out
+
+
+def _answering(servers, ns: str, since: list[int]) -> int:
+    """How many replicas answered a dry-run pod create in `ns` after their first `since` decision lines."""
+    return sum(1 for s, n in zip(servers, since) if any(d.get("namespace") == ns and d.get("dry_run") and d.get("kind") == "Pod"
+                                                        for d in s.decisions()[n:]))
+
+
+def test_a_deployments_hold_counts_on_every_replica_and_its_delete_releases_it_on_all(kube, replicas):
+    core = _core(kube)
+    ns, servers = replicas["wl_ns"], replicas["servers"]
+    assert kube.create(_deployment("held", ns, WL_QUOTA, paused=True)).returncode == 0  # paused: no pods, the hold alone
+    uid = kube.get("deployment", "held", ns)["metadata"]["uid"]
+    entry = _shard_holds(core, replicas["ledger_ns"], "ledger-wl")[f"wl:{ns}/Deployment/held"]
+    assert sum(h[1] for h in entry[1]) == 1000 * WL_QUOTA and entry[4]["uid"] == uid  # in the API before "allowed"
+    since = [len(s.decisions()) for s in servers]
+    assert not any(_dry_runs(core, ns, 1, 24))  # the whole quota is held, whichever replica the API server asks
+    wait_for("replicas that did not admit the Deployment to deny too", lambda: _answering(servers, ns, since) >= 2, timeout=5)
+    assert _each_admits(servers, ns, 1) == [False] * len(servers)  # each replica, asked itself
+    kube.run("delete", "deployment", "held", "-n", ns, "--wait=false")
+    wait_for("every replica to count the release", lambda: all(_each_admits(servers, ns, WL_QUOTA)), timeout=20, every=0.5)
+    wait_for("the hold to leave the shard",
+             lambda: f"wl:{ns}/Deployment/held" not in _shard_holds(core, replicas["ledger_ns"], "ledger-wl"), timeout=20)
+
+
+def test_a_deployments_pods_take_from_its_hold_whichever_replica_answers(kube, replicas):
+    from kubernetes.client.rest import ApiException
+
+    core = _core(kube)
+    ns, servers = replicas["wl_ns"], replicas["servers"]
+    wait_for("an empty quota", lambda: all(_each_admits(servers, ns, WL_QUOTA)), timeout=30, every=0.5)
+    assert kube.create(_deployment("taken", ns, WL_QUOTA, paused=True)).returncode == 0  # holds the whole quota
+    since = [len(s.decisions()) for s in servers]
+
+    def member(i: int) -> bool:  # its pods as its ReplicaSet makes them, created at once (many connections)
+        p = gpu_pod(f"taken-abc12-{i}", ns, gpus=1, labels={"app": "taken", "pod-template-hash": "abc12"})
+        p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "taken-abc12",
+                                             "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
+        try:
+            core.create_namespaced_pod(ns, p, _preload_content=False)
+            return True
+        except ApiException as exc:
+            assert exc.status == 403, exc.body
+            return False
+
+    with concurrent.futures.ThreadPoolExecutor(WL_QUOTA) as pool:
+        assert all(pool.map(member, range(WL_QUOTA)))  # each takes its share from the hold: all fit
+    def answered():
+        return [{d["name"] for d in s.decisions()[n:] if d.get("namespace") == ns and d.get("kind") == "Pod"
+                 and d.get("result") == "allowed" and not d.get("dry_run")} for s, n in zip(servers, since)]
+
+    wait_for("the decision logs to show the pods", lambda: sum(map(len, answered())) == WL_QUOTA, timeout=10)
+    answered = answered()
+    assert sum(1 for a in answered if a) >= 2, answered  # answered by more than the replica that admitted the Deployment
+    holds = _shard_holds(core, replicas["ledger_ns"], "ledger-wl")
+    assert sum(h[1] for h in holds.get(f"wl:{ns}/Deployment/taken", [0, []])[1]) == 0  # all moved to the pods' holds
+    pods = {k: sum(h[1] for h in v[1]) for k, v in holds.items() if k.startswith(f"{ns}/taken-")}
+    assert pods == {f"{ns}/taken-abc12-{i}": 1000 for i in range(WL_QUOTA)}  # each pod holds its own share
+    # (the garbage collector deletes the pods: their ReplicaSet does not exist) once gone, the whole
+    # quota is free on every replica: a replica still holding a share its pod took would deny
+    kube.run("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", check=False)
+    # (other replicas' holds of pods already gone count until SETTLE after their writer saw the pods)
+    wait_for("every replica to count the quota free", lambda: all(_each_admits(servers, ns, WL_QUOTA)), timeout=45, every=0.5)
+    kube.run("delete", "deployment", "taken", "-n", ns, "--wait=false")
