@@ -194,7 +194,7 @@ class Engine:
         if ctx.gang is not None:  # a gang domain is held (and the member pinned) only once admitted
             allowed = not any(r.mode == "enforce" for r in ctx.reasons)
             # A workload object's domain is proposed, not held: its pods are not pinned to it (docs/semantics.md).
-            settle(ctx, allowed, hold=reserve and not w.dry_run and not w.template_paths)
+            settle(ctx, allowed, hold=reserve and not w.dry_run and not w.template_paths, taken=taken)
         if w.operation == "DELETE" and w.template_paths and ctx.reasons:
             # Workload DELETEs reach Allot to release holds; only blocks that judge deletions may refuse one.
             ctx.reasons = [r for r in ctx.reasons if r.block in self._judges_delete]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Callable
 
 from lang import ir
+from policy.cluster.ledger import GangChange
 from policy.context import Context, where
 from policy.placement.request import gang_view, group_of, member_set, own_shape, request_for
 from policy.blocks.models import asked_model
@@ -95,11 +96,12 @@ def remembered(ctx: Context) -> PlacementResult | None:
     return planner.recall(gang_key(ctx.w), ctx.now)
 
 
-def settle(ctx: Context, allowed: bool, hold: bool) -> None:
+def settle(ctx: Context, allowed: bool, hold: bool, taken: list | None = None) -> None:
     """After every block: hold the proposed domain (when `hold`) and pin a Pod member to it, only if `allowed`.
 
     A denied request keeps its Placement (where it would go, no reservation) for the
-    record, but holds nothing and gets no patch.
+    record, but holds nothing and gets no patch. A domain newly held goes to `taken` as
+    a `GangChange` (a cluster ledger writes it before the answer).
     """
     proposed = ctx.gang
     if proposed is None:
@@ -121,6 +123,11 @@ def settle(ctx: Context, allowed: bool, hold: bool) -> None:
                 return
         planner.hold(proposed.key, result, ctx.now)
         reservation = proposed.key
+        if taken is not None and proposed.gang is not None:  # planned here, not recalled: new to the cluster ledger
+            resv = planner.index.reservations.get(proposed.key)
+            if resv is not None:
+                taken.append(GangChange(proposed.key, result, tuple(resv.slots.items()), resv.next_slot, resv.expires_at,
+                                        planner))
     ctx.placement = result.to_placement(reservation)
     w = ctx.w
     if not ctx.mutate or w.kind != "Pod" or w.obj is None or result.label is None or result.domain is None:

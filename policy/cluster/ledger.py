@@ -40,6 +40,22 @@ class WorkloadChange:
     pod: str | None = None
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class GangChange:
+    """A gang domain a decision newly held (gang.py `settle`), for a cluster ledger to write: its plan and held slots.
+
+    `slots` are (slot key, (node, Demand)) of the held pods; `planner` is the GangPlanner holding it
+    here (a write refused or never answered lets go of it there).
+    """
+
+    key: str
+    result: object
+    slots: tuple
+    next_slot: int
+    expires_at: float
+    planner: object = None
+
+
 RELEASES = frozenset({"shrink", "drop"})  # changes that only lower a hold: written after the answer, never awaited
 
 

@@ -168,6 +168,14 @@ class GangPlanner:
             adopted.append(key)
         return adopted
 
+    def mirror(self, held, result: PlacementResult, now: float) -> bool:
+        """Hold gang `held.id` as another replica placed it (a cluster ledger): its domain and slots, until `held.expires_at`; False if known here."""
+        if held.expires_at <= now or self.recall(held.id, now) is not None:
+            return False
+        self.index.restore(held, result.per_gpu)
+        self._remember(held.id, result, now, held.expires_at)
+        return True
+
     def patch(self, pod: Mapping, key: str, result: PlacementResult, prefix: str = "/spec") -> list[dict]:
         """Affinity to the chosen domain plus the reservation annotation (empty for a whole-topology placement)."""
         if not result.fits or result.label is None or result.domain is None:

@@ -42,8 +42,8 @@ from typing import Any
 import orjson
 
 from policy.blocks.holdbook import book_of
-from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, WorkloadChange
-from webhook.server import ledger_ops
+from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
+from webhook.server import ledger_gangs, ledger_ops
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
@@ -127,6 +127,7 @@ class Changes:
     changes: list  # (seq, WorkloadChange with holds of this shard only, the request's WorkloadChange it is part of)
     release: bool = False  # only releases: written after the answer, retried on a conflict
     tries: int = 0
+    gangs: list = field(default_factory=list)  # GangChange: gang domains newly held (the gangs shard only)
 
 
 class ClusterLedger:
@@ -199,6 +200,9 @@ class ClusterLedger:
             if key.startswith(WORKLOAD_PREFIX):  # shared: counted as the shards hold it, whoever wrote it
                 added = self._recompute(key, now) or added
                 continue
+            if key.startswith(ledger_gangs.PREFIX):  # another replica's gang: its domain and slots held here too
+                added = self._mirror_gang(key, new.get(key), now) or added
+                continue
             entry = new.get(key)
             per = self.remote.get(key)
             if entry is None or entry[2] == self.replica or entry[0] <= now:
@@ -263,6 +267,22 @@ class ClusterLedger:
         elif uid is not None:
             book.uids[key] = uid
         return grew
+
+    def _planner(self):
+        """The serving engine's gang planner, when its policy places gangs (else None: no gang entry matters here)."""
+        engine = self.state.engine
+        policy = getattr(engine, "policy_set", None)
+        if policy is None or not any(g.topology for g in policy.gangs) or self.state.snapshot is None:
+            return None
+        return engine.state_for(self.state.snapshot).planner()
+
+    def _mirror_gang(self, key: str, entry: list | None, now: float) -> bool:
+        """Hold another replica's gang (entry `key`) in this replica's planner; True if it is new here."""
+        if entry is None or entry[2] == self.replica or entry[0] <= now:
+            return False  # gone or expired: the planner's own expiry lets go of it
+        decoded = ledger_gangs.decode(key, entry)
+        planner = self._planner() if decoded is not None else None
+        return planner is not None and planner.mirror(decoded[0], decoded[1], now)
 
     def _load(self, shard: Shard, cm: dict | None) -> None:
         """Take `cm` (None: it does not exist) as the shard's state and mirror the other replicas' holds in it."""
@@ -484,18 +504,25 @@ class ClusterLedger:
         loop = asyncio.get_running_loop()
         by_shard: dict[str, dict[str, tuple]] = {}
         changes: list = []
+        gangs: list = []
         for item in taken:
             if type(item) is WorkloadChange:
                 changes.append(item)
+                continue
+            if type(item) is GangChange:
+                gangs.append(item)
                 continue
             key, holds, expires_at = item
             for h in holds:
                 per = by_shard.setdefault(self.root_of(h[0]), {})
                 old = per.get(key)
                 per[key] = ((old[0] if old else ()) + (h,), expires_at)
-        if changes:  # workload holds: the changes and the pod holds of each shard go in one write
+        if changes or gangs:  # workload holds, gang domains: the changes and the pod holds of each shard go in one write
             futures = []
-            for name, part in sorted(self._split(changes, by_shard).items()):
+            parts = self._split(changes, by_shard)
+            if gangs:
+                parts.setdefault(ledger_gangs.SHARD, Changes({}, [])).gangs.extend(gangs)
+            for name, part in sorted(parts.items()):
                 shard = self.shards.setdefault(name, Shard(name))
                 if view < shard.read_at:
                     futures.append(_done(loop, False))
@@ -567,8 +594,18 @@ class ClusterLedger:
             if type(item) is WorkloadChange:
                 keys.add(item.key)
                 continue
+            if type(item) is GangChange:
+                continue
             ledger.took.pop(item[0], None)  # recounted below from the shards: no give-back on top
             ledger.release(item[0])
+        for change in (c for c in taken if type(c) is GangChange):
+            planner = change.planner
+            if planner is not None and planner.recall(change.key, time.time()) is change.result:
+                planner.forget(change.key)  # not written: let go of it here, and hold the gang's domain if another replica wrote it
+                shard = self.shards.get(ledger_gangs.SHARD)
+                key = ledger_gangs.entry_key(change.key)
+                if shard is not None:
+                    self._mirror_gang(key, shard.entries.get(key), time.time())
         mine = {id(c) for c in taken if type(c) is WorkloadChange}
         for (name, key), pending in list(self.unlanded.items()):
             if key in keys:
@@ -700,6 +737,14 @@ class ClusterLedger:
             if entry is ledger_ops.FAIL:
                 return False
             out[key] = entry
+        if part.gangs:
+            now = time.time()
+            for change in part.gangs:
+                key = ledger_gangs.entry_key(change.key)
+                there = entries.get(key)
+                if there is not None and there[2] != self.replica and there[0] > now:
+                    return False  # another replica placed this gang first: decided again, it joins that domain
+                out[key] = ledger_gangs.encode(change, self.replica)
         for key, entry in out.items():
             if entry is None:
                 entries.pop(key, None)

@@ -103,7 +103,7 @@ def decide(review: Review, *, mutate: bool, state, now: float) -> Decision:
     if isinstance(review.parsed, _Unparsed):
         raise review.parsed.error
     ledger = state.ledger
-    if ledger is not None and not mutate and not review.dry_run:
+    if ledger is not None and not review.dry_run:  # (the mutating side holds gang domains: they are written too)
         review.taken, review.view = [], ledger.generation
         return engine.decide(review.parsed, state.snapshot, now, mutate=mutate, problems=review.problems, taken=review.taken)
     if review.problems:

@@ -1,0 +1,141 @@
+"""Gang holds in the cluster ledger: two replicas over real HTTPS, one API double, the real `kubernetes` client.
+
+A gang's domain and held slots are written to the `allot-ledger-gangs` shard before
+"allowed", so the other replica holds the same slots (a second gang cannot land in
+them) and pins the gang's later members to the same domain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+import orjson
+import pytest
+
+from policy.cluster.snapshot import ClusterSnapshot
+from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, DECLS, bound, kueue_member, node, rack_of
+from tests.webhook.server.test_ledger import NS, post, until_ready
+from tests.webhook.wh_harness import make_pki, review, running
+from webhook.bench.apidouble import ApiDouble, api_client
+from webhook.server.decisionlog import DecisionLog
+from webhook.server.ledger import ClusterLedger
+from webhook.server.ledger_gangs import SHARD
+from webhook.server.reload import PolicyReloader, PolicySource
+from webhook.server.state import State, warm_engine
+
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "train"}}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("policy")
+    (d / "decls.policy").write_text(DECLS)
+    (d / "gang.policy").write_text(CONTRACT_GANG)
+    return d
+
+
+def replica(policy_dir, url: str, objects: list) -> State:
+    """A server state as `allot serve --ledger` builds it, over a snapshot of `objects` and the double."""
+    state = State(on_error="deny", log=DecisionLog(None))
+    assert PolicyReloader(state, PolicySource(str(policy_dir))).load_now()
+    state.swap_snapshot(ClusterSnapshot.from_objects([NAMESPACE, *objects]), source="file", synced=True)
+    state.ledger = ClusterLedger(api_client(url), NS, state=state)
+    warm_engine(state.engine, state.snapshot)
+    return state
+
+
+def gangs_in(double: ApiDouble) -> dict:
+    cm = next((o for o in double.items("configmaps", NS) if o["metadata"]["name"] == SHARD), None)
+    return orjson.loads(cm["data"]["holds"]) if cm is not None else {}
+
+
+def planned(state, key: str):
+    planner = state.engine.state_for(state.snapshot).planner()
+    return planner.recall(key, time.time())
+
+
+async def answer(session, url, obj, endpoint="validate") -> dict:
+    status, doc = await post(session, f"{url}/{endpoint}?timeout=10s", review(obj))
+    assert status == 200, doc
+    return doc["response"]
+
+
+def patched_rack(resp: dict):
+    assert resp["allowed"], resp
+    return rack_of(orjson.loads(base64.b64decode(resp["patch"])))
+
+
+def two_replicas(policy_dir, pki, objects, scenario):
+    async def main():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            a, b = replica(policy_dir, url, objects), replica(policy_dir, url, objects)
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(a)
+                await until_ready(b)
+                await scenario(double, (a, ua, sa), (b, ub, sb))
+        finally:
+            await double.stop()
+
+    asyncio.run(main())
+
+
+# Rack r1: two empty 8-GPU nodes. Rack r2: two nodes whose GPUs are all in use.
+ONE_FREE_RACK = [node("n1", "r1"), node("n2", "r1"), node("n3", "r2"), node("n4", "r2"),
+                 bound("busy3", "n3", 8), bound("busy4", "n4", 8)]
+
+
+def test_two_gangs_for_the_one_free_rack_on_two_replicas_admit_exactly_one(pki, policy_dir):
+    async def scenario(double, A, B):
+        (a, ua, sa), (b, ub, sb) = A, B
+        first, second = await asyncio.gather(answer(sa, ua, kueue_member("g-0", "g", 8, 2)),
+                                             answer(sb, ub, kueue_member("o-0", "other", 8, 2)))
+        assert [first["allowed"], second["allowed"]].count(True) == 1, (first, second)
+        loser = second if first["allowed"] else first
+        assert "room for 0 of 2 pods" in loser["status"]["message"]  # the winner's slots count on the loser's replica
+        entries = gangs_in(double)
+        assert len(entries) == 1  # the winner's gang, written before its "allowed"
+        (key, entry), = entries.items()
+        plan = entry[4]["gang"]
+        assert plan["domain"] == "r1" and sorted(s[1] for s in plan["slots"]) == ["n1", "n2"]
+        # both replicas now hold the winner's slots: a third gang is denied on either
+        for s, u in ((sa, ua), (sb, ub)):
+            assert not (await answer(s, u, kueue_member("t-0", "third", 8, 2)))["allowed"]
+
+    for _ in range(3):  # every run, not most runs
+        two_replicas(policy_dir, pki, ONE_FREE_RACK, scenario)
+
+
+# Rack r1: 16 free GPUs (the best fit for a 2 x 8 gang); rack r2: 24.
+TWO_FREE_RACKS = [node("n1", "r1"), node("n2", "r1"), node("n3", "r2"), node("n4", "r2"), node("n5", "r2")]
+
+
+def test_a_gang_placed_on_one_replica_pins_its_members_on_the_other_and_keeps_other_gangs_out(pki, policy_dir):
+    async def scenario(double, A, B):
+        (a, ua, sa), (b, ub, sb) = A, B
+        assert patched_rack(await answer(sa, ua, kueue_member("g-0", "g", 8, 2), "mutate")) == ["r1"]
+        assert "gang:train/g" in gangs_in(double)  # written before the pinned answer left
+        end = time.monotonic() + 5
+        while planned(b, "train/g") is None:  # b's watch brings a's gang into b's planner
+            assert time.monotonic() < end, "b never held a's gang"
+            await asyncio.sleep(0.01)
+        held = b.engine.state_for(b.snapshot).planner().index.reservations.get("train/g")
+        assert held is not None and sorted(n for n, _ in held.slots.values()) == ["n1", "n2"]  # the same slots
+        # another gang asked on b does not land in the slots a holds ...
+        assert patched_rack(await answer(sb, ub, kueue_member("o-0", "other", 8, 2), "mutate")) == ["r2"]
+        # ... and a later member of a's gang, answered by b, goes where its gang went
+        assert patched_rack(await answer(sb, ub, kueue_member("g-1", "g", 8, 2), "mutate")) == ["r1"]
+        assert (await answer(sb, ub, kueue_member("g-1", "g", 8, 2)))["allowed"]  # validated on b too
+        await asyncio.sleep(0.3)
+        assert planned(a, "train/other") is not None  # b's gang reached a as well
+        assert patched_rack(await answer(sa, ua, kueue_member("o-1", "other", 8, 2), "mutate")) == ["r2"]
+
+    two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
