@@ -163,6 +163,7 @@ class ClusterLedger:
         self.slice_admits = 0  # commits answered inside a slice, with no write
         self.seq = 0  # numbers this replica's workload changes (an entry's `seq` shows the last one written)
         self.unlanded: dict[tuple[str, str], list] = {}  # (shard, workload key) -> [(seq, change)] not written yet
+        self.deferred: set[str] = set()  # gang entries read before the cluster state was listed
         self._stopped = threading.Event()
 
     # -- the view --
@@ -280,9 +281,21 @@ class ClusterLedger:
         """Hold another replica's gang (entry `key`) in this replica's planner; True if it is new here."""
         if entry is None or entry[2] == self.replica or entry[0] <= now:
             return False  # gone or expired: the planner's own expiry lets go of it
+        cluster = getattr(self.state, "cluster", None)
+        if cluster is not None and not cluster.synced:
+            self.deferred.add(key)  # its nodes may not be known yet (their slots would be skipped): held once listed
+            return False
         decoded = ledger_gangs.decode(key, entry)
         planner = self._planner() if decoded is not None else None
         return planner is not None and planner.mirror(decoded[0], decoded[1], now)
+
+    def _mirror_deferred(self) -> None:
+        """Hold the gangs read before the cluster state was listed, now that it is (a decision made before is stale)."""
+        shard = self.shards.get(ledger_gangs.SHARD)
+        keys, self.deferred = self.deferred, set()
+        if shard is not None and any([self._mirror_gang(k, shard.entries.get(k), time.time()) for k in keys]):
+            self.generation += 1
+            shard.read_at = self.generation
 
     def _load(self, shard: Shard, cm: dict | None) -> None:
         """Take `cm` (None: it does not exist) as the shard's state and mirror the other replicas' holds in it."""
@@ -439,6 +452,8 @@ class ClusterLedger:
         try:
             while True:
                 await asyncio.sleep(PRUNE_INTERVAL)
+                if self.deferred and self.state.cluster.synced:
+                    self._mirror_deferred()
                 now = time.time()
                 for shard in list(self.shards.values()):
                     if self.escrow and not shard.flushing and (shard.unrecorded or shard.slice) and (
@@ -501,6 +516,8 @@ class ClusterLedger:
         """
         if not self.synced:
             raise LedgerUnavailable("the reservation ledger has not been read yet")
+        if self.deferred and self.state.cluster.synced:
+            self._mirror_deferred()
         loop = asyncio.get_running_loop()
         by_shard: dict[str, dict[str, tuple]] = {}
         changes: list = []

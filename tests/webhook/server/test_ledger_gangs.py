@@ -139,3 +139,30 @@ def test_a_gang_placed_on_one_replica_pins_its_members_on_the_other_and_keeps_ot
         assert patched_rack(await answer(sa, ua, kueue_member("o-1", "other", 8, 2), "mutate")) == ["r2"]
 
     two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
+
+
+def test_a_gang_read_before_the_cluster_state_is_listed_is_held_once_it_is(pki, policy_dir):
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            a = replica(policy_dir, url, TWO_FREE_RACKS)
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _):
+                await until_ready(a)
+                assert patched_rack(await answer(sa, ua, kueue_member("g-0", "g", 8, 2), "mutate")) == ["r1"]
+            b = replica(policy_dir, url, [])  # starting: its cluster watch has not listed the nodes yet
+            b.cluster.synced = False
+            await b.ledger.start()
+            assert b.ledger.deferred == {"gang:train/g"} and planned(b, "train/g") is None  # no node to hold slots on yet
+            for obj in TWO_FREE_RACKS:
+                b.snapshot.apply("ADDED", obj)
+            b.cluster.synced = True
+            view = b.ledger.generation
+            b.ledger._mirror_deferred()  # (the next commit or idle tick does this)
+            assert planned(b, "train/g") is not None and b.ledger.generation > view  # decisions made before are stale
+            held = b.engine.state_for(b.snapshot).planner().index.reservations.get("train/g")
+            assert sorted(n for n, _ in held.slots.values()) == ["n1", "n2"]
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
