@@ -302,7 +302,8 @@ def _answering(servers, ns: str, since: list[int]) -> int:
 
 def test_a_deployments_hold_counts_on_every_replica_and_its_delete_releases_it_on_all(kube, replicas):
     core = _core(kube)
-    ns, servers = replicas["wl_ns"], replicas["servers"]
+    ns = replicas["wl_ns"]
+    servers = [s for s in replicas["servers"] if s.proc.poll() is None]  # (the kill test may have stopped one)
     assert kube.create(_deployment("held", ns, WL_QUOTA, paused=True)).returncode == 0  # paused: no pods, the hold alone
     uid = kube.get("deployment", "held", ns)["metadata"]["uid"]
     entry = _shard_holds(core, replicas["ledger_ns"], "ledger-wl")[f"wl:{ns}/Deployment/held"]
@@ -321,7 +322,8 @@ def test_a_deployments_pods_take_from_its_hold_whichever_replica_answers(kube, r
     from kubernetes.client.rest import ApiException
 
     core = _core(kube)
-    ns, servers = replicas["wl_ns"], replicas["servers"]
+    ns = replicas["wl_ns"]
+    servers = [s for s in replicas["servers"] if s.proc.poll() is None]  # (the kill test may have stopped one)
     wait_for("an empty quota", lambda: all(_each_admits(servers, ns, WL_QUOTA)), timeout=30, every=0.5)
     assert kube.create(_deployment("taken", ns, WL_QUOTA, paused=True)).returncode == 0  # holds the whole quota
     since = [len(s.decisions()) for s in servers]
