@@ -164,6 +164,8 @@ class ClusterLedger:
         self.seq = 0  # numbers this replica's workload changes (an entry's `seq` shows the last one written)
         self.unlanded: dict[tuple[str, str], list] = {}  # (shard, workload key) -> [(seq, change)] not written yet
         self.deferred: set[str] = set()  # gang entries read before the cluster state was listed
+        self.mirrored: dict[str, object] = {}  # gang entry key -> the plan held here as another replica wrote it
+        self.clashes: set[str] = set()  # gang entries another replica wrote while this one held its own plan of the gang
         self._stopped = threading.Event()
 
     # -- the view --
@@ -287,7 +289,15 @@ class ClusterLedger:
             return False
         decoded = ledger_gangs.decode(key, entry)
         planner = self._planner() if decoded is not None else None
-        return planner is not None and planner.mirror(decoded[0], decoded[1], now)
+        if planner is None:
+            return False
+        if planner.mirror(decoded[0], decoded[1], now):
+            self.mirrored[key] = decoded[1]
+            self.clashes.discard(key)
+            return True
+        if planner.recall(decoded[0].id, now) is not self.mirrored.get(key):
+            self.clashes.add(key)  # this replica placed the gang itself meanwhile: its write of it must be refused
+        return False
 
     def _mirror_deferred(self) -> None:
         """Hold the gangs read before the cluster state was listed, now that it is (a decision made before is stale)."""
@@ -759,8 +769,10 @@ class ClusterLedger:
             for change in part.gangs:
                 key = ledger_gangs.entry_key(change.key)
                 there = entries.get(key)
-                if there is not None and there[2] != self.replica and there[0] > now:
+                if (there is not None and there[2] != self.replica and there[0] > now
+                        and (key in self.clashes or key in self.deferred)):
                     return False  # another replica placed this gang first: decided again, it joins that domain
+                # (else this decision saw that entry and placed the gang again on purpose: a re-plan replaces it)
                 out[key] = ledger_gangs.encode(change, self.replica)
         for key, entry in out.items():
             if entry is None:

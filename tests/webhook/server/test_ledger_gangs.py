@@ -26,6 +26,7 @@ from webhook.server.reload import PolicyReloader, PolicySource
 from webhook.server.state import State, warm_engine
 
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "train"}}
+_NO_SHARD = type("NoShard", (), {"entries": {}})  # a shard not read yet
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +167,27 @@ def test_a_gang_read_before_the_cluster_state_is_listed_is_held_once_it_is(pki, 
             await double.stop()
 
     asyncio.run(scenario())
+
+
+def test_one_gang_planned_on_two_replicas_at_once_keeps_the_first_written(pki, policy_dir):
+    from webhook.server import review as rv
+
+    async def scenario(double, A, B):
+        (a, ua, sa), (b, ub, sb) = A, B
+        now = time.time()
+        ra, rb = (rv.decode(orjson.dumps(review(kueue_member(n, "g", 8, 2))), s) for n, s in (("g-0", a), ("g-1", b)))
+        assert rv.decide(ra, mutate=True, state=a, now=now).allowed  # each plans the gang itself, before either writes
+        assert rv.decide(rb, mutate=True, state=b, now=now).allowed
+        assert await a.ledger.commit(ra.taken, 5.0, ra.view)
+        end = time.monotonic() + 5
+        while "gang:train/g" not in b.ledger.shards.get(SHARD, _NO_SHARD).entries:
+            assert time.monotonic() < end, "b never read a's gang"
+            await asyncio.sleep(0.01)
+        assert "gang:train/g" in b.ledger.clashes  # b held its own plan of it when a's arrived
+        assert await b.ledger.commit(rb.taken, 5.0, rb.view) is False  # refused: not written over a's
+        b.ledger.undo(rb.taken)
+        assert gangs_in(double)["gang:train/g"][2] == a.ledger.replica
+        assert planned(b, "train/g") is b.ledger.mirrored["gang:train/g"]  # b now holds a's plan of the gang
+        assert patched_rack(await answer(sb, ub, kueue_member("g-1", "g", 8, 2), "mutate")) == ["r1"]
+
+    two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
