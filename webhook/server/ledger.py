@@ -827,8 +827,12 @@ class ClusterLedger:
                     batch = [b for b in batch if not any(b is r for r in refused)]
                     self._landed_changes(shard, [r[0] for r in refused])
                     _settle(refused, False)
+                    if not batch:
+                        continue
                 flight = self._escrowed(shard, entries, now) if self.escrow else None
                 if len(entries) > MAX_HOLDS:
+                    if parts:
+                        self._landed_changes(shard, [b[0] for b in parts])
                     _settle(batch, LedgerUnavailable(f"ledger shard {shard.name} is full ({MAX_HOLDS} holds)"))
                     metrics.ledger_writes.labels("full").inc()
                     continue

@@ -240,6 +240,7 @@ def test_a_take_the_shard_no_longer_covers_is_refused_and_given_back(pki, policy
                     b.ledger.shards[SHARD].entries[KEY.format("d1")][1] == [])
         assert r.view >= b.ledger.shards[SHARD].read_at  # a release does not make the decision stale: the take is checked
         assert await b.ledger.commit(r.taken, 5.0, r.view) is False  # refused: the entry no longer covers it
+        assert b.metrics.value("allot_ledger_writes_total", {"result": "refused"}) == 1
         b.ledger.undo(r.taken)
         assert held(b, KEY.format("d1")) == 0 and "team-a/d1-7c9f8-0" not in b.snapshot.reservations.holds
         assert "team-a/d1-7c9f8-0" not in shard_entries(double)
