@@ -634,7 +634,7 @@ class ClusterLedger:
                 if shard is not None:
                     self._mirror_gang(key, shard.entries.get(key), time.time())
         mine = {id(c) for c in taken if type(c) is WorkloadChange}
-        for (name, key), pending in list(self.unlanded.items()):
+        for (name, key), pending in list(self.unlanded.items()) if keys else ():
             if key in keys:
                 rest = [x for x in pending if id(x[2]) not in mine]
                 if rest:
