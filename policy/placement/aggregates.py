@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, insort
-from collections import deque
 
 from policy.placement.devices import FULL, Demand, NodeState, device_fit
 
@@ -121,61 +120,52 @@ def packed(cpu: int, ram: int, pods: int) -> int:
 
 
 class Lag:
-    """What events marked and readers settle, shared by an index's trees (docs/placement.md, "Deferred").
+    """The aggs events marked and readers file, shared by an index's trees (docs/placement.md, "Deferred").
 
-    `aggs`: aggs whose capacity moved since they were filed in their level's buckets (`Agg.marked`);
-    `nodes` / `counted`: nodes whose free cpu, memory and slots the flat root's counts hold at an
-    older amount (`counted[node]`). A reader settles all of it first (`Tree.tightest`, `certain`, …),
-    so answers are exact; an event that leaves more than `limit` of either settles the oldest,
-    so a query never pays for more than that and no event pays for a backlog.
+    `aggs`: aggs whose capacity moved since they were filed in their level's buckets (`Agg.marked`),
+    oldest first (a dict as an ordered set: an event that brings an agg back to the capacities it is
+    filed under — a pod bound, then gone — takes its mark back in O(1), so nothing is filed for it).
+    A reader files all of them first (`Tree.tightest` / `largest`), so answers are exact; an event
+    that leaves more than `limit` files the oldest beyond it, so a query never pays for more than
+    that and no event pays for a backlog. (The flat root's counts of nodes by free amount are not
+    deferred: an event changes them at once, in three small dicts.)
 
-    Settling moves buckets and counts, and readers settle: the server may decide in worker
-    threads while watch events arrive on its loop, so every settling (and every count change)
-    holds `lock`; marking itself takes no lock (a deque append is atomic; a domain marked twice
-    in a race is filed twice, the second time a no-op).
+    Filing moves buckets, and readers file: the server may decide in worker threads while watch
+    events arrive on its loop, so every filing holds `lock`. Marking takes no lock (the loop is the
+    only thread that marks; one dict store or pop is atomic): `_file` clears the mark before it reads
+    the capacities, so an event that lands while a reader files either is read or marks again.
     """
 
-    __slots__ = ("aggs", "nodes", "counted", "limit", "lock")
+    __slots__ = ("aggs", "limit", "lock")
 
     def __init__(self, limit: int | None = None) -> None:
-        self.limit = LAG_LIMIT if limit is None else limit  # 0: settle at every event (what tests compare against)
-        self.aggs: deque = deque()
-        self.nodes: deque = deque()  # may hold nodes settled since by a general-path change (skipped)
-        self.counted: dict = {}
+        self.limit = LAG_LIMIT if limit is None else limit  # 0: file at every event (what tests compare against)
+        self.aggs: dict = {}
         self.lock = threading.Lock()
 
     def settle(self) -> None:
-        """Bring every level's buckets and the flat roots' counts up to date."""
+        """Bring every level's buckets up to date."""
         with self.lock:
             aggs = self.aggs
             while aggs:
-                _file(aggs.popleft())
-            nodes = self.nodes
-            while nodes:
-                self._count(nodes.popleft())
+                for agg in list(aggs):  # a snapshot (one call): events may mark or take back marks meanwhile
+                    aggs.pop(agg, None)
+                    if agg.marked:  # not taken back meanwhile
+                        _file(agg)
 
     def settle_beyond(self) -> None:
-        """Settle the oldest marks beyond `limit` (an event that left more)."""
+        """File the oldest marks beyond `limit` (called by the event that left more: no other thread marks meanwhile)."""
         with self.lock:
-            aggs, nodes, limit = self.aggs, self.nodes, self.limit
+            aggs, limit = self.aggs, self.limit
             while len(aggs) > limit:
-                _file(aggs.popleft())
-            while len(nodes) > limit:
-                self._count(nodes.popleft())
-
-    def _count(self, node: NodeState) -> None:  # under `lock`
-        counted = self.counted.pop(node, _UNMARKED)
-        if counted is not _UNMARKED:
-            now = resource_part(node)
-            if now != counted:
-                _count_free(node.aggs[0].res, counted, now)
+                agg = next(iter(aggs))
+                del aggs[agg]
+                _file(agg)
 
 
-_UNMARKED = object()
-# Marks left unsettled, at most, per kind: a query settles at most this many aggs and nodes (a few µs each when each
-# moved for real: well under 1 ms), and an event beyond it settles the oldest, as many as it marked — so an event's
-# bucket moves and counts are done at most 64 events later (by an event or the next reader), or not at all when
-# undone in between (a pod bound, then gone).
+# Marks left unfiled, at most: a query files at most this many aggs (a few µs each when each moved for real: well
+# under 1 ms), and an event beyond it files the oldest, as many as it marked — so an event's bucket moves are done at
+# most 64 events later (by an event or the next reader), or not at all when undone in between (a pod bound, then gone).
 LAG_LIMIT = 64
 
 
@@ -216,11 +206,7 @@ def apply_resources(node: NodeState, old: tuple | None, new: tuple | None) -> No
             agg.vec += d_sums
     root = aggs[0]
     if root.res is not None:
-        lag = root.domain.tree.lag
-        with lag.lock:
-            counted = lag.counted.pop(node, _UNMARKED)
-            if counted is not _UNMARKED:
-                old = counted  # what the counts hold for it: the amounts when it was first marked
+        with root.domain.tree.lag.lock:
             _count_free(root.res, old, new)
 
 
@@ -229,7 +215,7 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
     if counts is None:
         return
     if old is not None:
-        if new is not None:  # the usual change, unrolled: settling runs it for every marked node
+        if new is not None:  # the usual change, unrolled
             a, b = old[0], new[0]
             if a != b:
                 _recount(counts[0], a, b)
@@ -278,7 +264,6 @@ def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
     """
     if demand.node_filter is not None or agg.res is None:
         return False
-    agg.domain.tree.lag.settle()
     res = agg.res
     if not res[2]:
         return True  # no node with room: nothing to limit
@@ -301,7 +286,6 @@ def most_free(agg: "Agg") -> tuple[int, int, int] | None:
     res = agg.res
     if res is None:
         return None
-    agg.domain.tree.lag.settle()
     return tuple(max(c) if c else 0 for c in res)  # type: ignore[return-value]
 
 
@@ -311,8 +295,6 @@ def bound(agg: "Agg", demand: Demand) -> int | None:
     if total is None:
         return None
     res = agg.res  # the flat root only: the exact largest amounts
-    if res is not None:
-        agg.domain.tree.lag.settle()
     if res is not None and (not res[2] or max(res[2]) < 1 or max(res[0]) < demand.cpu or max(res[1]) < demand.ram):
         return 0
     cpu, ram, pods = total
@@ -342,7 +324,7 @@ class Agg:
         self.sums_kept = not (domain.level >= 0 and domain.tree.per_node[domain.level])
         # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
         # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
-        # Events only mark the nodes whose amounts moved (`Lag.counted`); readers settle them first.
+        # Events change them at once (three small dicts: few distinct amounts).
         self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
 
     @property
@@ -492,7 +474,7 @@ class Tree:
     def tightest(self, level: int, model: str, shape: int, n: int) -> Domain | None:
         """The first domain in the lowest bucket ≥ n (ties: the one at that capacity longest)."""
         lag = self.lag
-        if lag.aggs or lag.nodes:
+        if lag.aggs:
             lag.settle()
         lists = self.buckets[level].get(model)
         if not lists:
@@ -506,7 +488,7 @@ class Tree:
     def largest(self, level: int, model: str, shape: int) -> Domain | None:
         """A domain of the level with the most capacity for `shape`."""
         lag = self.lag
-        if lag.aggs or lag.nodes:
+        if lag.aggs:
             lag.settle()
         lists = self.buckets[level].get(model)
         if not lists:
@@ -547,13 +529,18 @@ def apply_contribution(node: NodeState, old, new) -> None:
 
 
 def _mark(ranked: tuple) -> Lag:
-    """Queue the node's ranked aggs to be filed again (the caller settles the oldest beyond the limit)."""
+    """Mark the node's ranked aggs, whose capacities moved, to be filed again — or take the mark back from one that is
+    back at the capacities it is filed under (the caller settles the oldest beyond the limit)."""
     lag = ranked[0].domain.tree.lag
     queue = lag.aggs
     for agg in ranked:
-        if not agg.marked:
+        if agg.marked:
+            if agg.vec & _CAPS_MASK == agg.placed:
+                agg.marked = False
+                queue.pop(agg, None)
+        else:  # its capacity for one GPU moved (every change of a node's free devices moves it): filed elsewhere now
             agg.marked = True
-            queue.append(agg)
+            queue[agg] = None
     return lag
 
 
@@ -561,9 +548,9 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
     """A pod bound or gone: the node's GPU contribution `old` -> `new` and its resource part `res_old` -> `res`, in one pass.
 
     The common event (the node stays counted and no shared device changes) adds one delta to
-    each ancestor's packed int, marks the ranked aggs when its free devices moved and the node
-    when its free amounts did; the resource parts are recomputed from the node before and after
-    the change rather than stored on it.
+    each ancestor's packed int, marks the ranked aggs when its free devices moved and recounts
+    the node at the flat root when its free amounts did; the resource parts are recomputed from
+    the node before and after the change rather than stored on it.
     """
     if old is None or new is None or old[1] != new[1]:
         apply_contribution(node, old, new)  # the rarer shapes of change
@@ -572,81 +559,123 @@ def move_pod(node: NodeState, old, new, res_old, res) -> None:
         return
     h_old, h_new = old[0], new[0]
     d = _GV[h_new] - _GV[h_old] if h_old != h_new else 0  # h ≤ the node's devices: reserved when it was attached
+    aggs = node.aggs
     if res != res_old:
         if res is None or res_old is None:  # the node's last device filled, or its first freed
             d += (packed(*res) if res is not None else 0) - (packed(*res_old) if res_old is not None else 0)
         else:
             d += (((res[1] - res_old[1]) << _2W) + ((res[0] - res_old[0]) << _W) + (res[2] - res_old[2])) << _SUMS_SHIFT
-        lag = node.aggs[0].domain.tree.lag  # the flat root's counts by free amount are settled when read
-        counted = lag.counted
-        if node not in counted:
-            counted[node] = res_old
-            lag.nodes.append(node)
+        root = aggs[0]
+        with root.domain.tree.lag.lock:
+            _count_free(root.res, res_old, res)
     if d:
-        for agg in node.aggs:
+        for agg in aggs:
             agg.vec += d
     if h_old != h_new and node.ranked:
-        _mark(node.ranked)
-    lag = node.aggs[0].domain.tree.lag
-    if len(lag.aggs) > lag.limit or len(lag.nodes) > lag.limit:  # one check for both kinds of mark
-        lag.settle_beyond()
+        lag = _mark(node.ranked)
+        if len(lag.aggs) > lag.limit:
+            lag.settle_beyond()
 
 
 def bind_whole(node: NodeState, key, demand: Demand) -> bool:
-    """Record a whole-GPU or GPU-less pod on a counted node with no shared device, and move its domains — the usual
-    bind, done as arithmetic on the node's counters (no contribution tuples, one delta per level); False (nothing
-    done) when the general path must run. The same result as `NodeState.add` then `move_pod` (property-tested)."""
+    """Record a whole-GPU or GPU-less pod on a counted node, and move its domains — the usual bind, done as arithmetic
+    on the node's counters (no contribution tuples, one delta per level); False (nothing done) when the general path
+    must run (a share, a node not counted, a key already there). The same result as `NodeState.add` then `move_pod`
+    (property-tested)."""
     spec = node.spec
-    if spec is None or demand.milli or node.shared or not spec.eligible or spec.gpus <= 0 or key in node.allocs:
+    if spec is None or demand.milli or not spec.eligible or spec.gpus <= 0:
+        return False
+    allocs = node.allocs
+    if key in allocs:
         return False
     whole, cpu, ram = demand.whole, demand.cpu, demand.ram
-    allocs = node.allocs
     free = spec.gpus - node.whole_used
     cpu0 = spec.cpu - node.cpu_used
     ram0 = spec.ram - node.ram_used
     slots0 = spec.pods - len(allocs)
-    node.whole_used += whole
+    if whole:
+        node.whole_used += whole
     if cpu:
         node.cpu_used += cpu
     if ram:
         node.ram_used += ram
     allocs[key] = (whole, cpu, ram)
-    if free <= 0:
-        return True  # no device had room before, none has now: the node adds nothing to its domains either way
-    left = free - whole
-    h0 = free
-    h1 = left if left > 0 else 0
-    d = _GV[h1] - _GV[h0] if whole else 0  # h ≤ the node's devices: reserved when it was attached
-    c0 = cpu0 if cpu0 > 0 else 0
-    r0 = ram0 if ram0 > 0 else 0
-    s0 = slots0 if slots0 > 0 else 0
-    if left > 0:  # still room: the free amounts move (clamped at 0: reality may overcommit)
-        c1, r1, s1 = cpu0 - cpu, ram0 - ram, slots0 - 1
-        c1 = c1 if c1 > 0 else 0
-        r1 = r1 if r1 > 0 else 0
-        s1 = s1 if s1 > 0 else 0
-        moved = c1 != c0 or r1 != r0 or s1 != s0
-        if moved:
-            d += (((r1 - r0) << _2W) + ((c1 - c0) << _W) + (s1 - s0)) << _SUMS_SHIFT
-    else:  # its last device filled: it leaves the sums and the free-amount counts
-        moved = True
-        d -= ((r0 << _2W) + (c0 << _W) + s0) << _SUMS_SHIFT
+    _shift(node, free, free - whole, cpu0, ram0, slots0, cpu0 - cpu, ram0 - ram, slots0 - 1)
+    return True
+
+
+def unbind_whole(node: NodeState, key) -> bool:
+    """Forget a whole-GPU or GPU-less pod of a counted node and move its domains, as arithmetic (the usual pod gone);
+    False (nothing done) when the general path must run (a share, a node not counted, a key not there)."""
+    spec = node.spec
+    if spec is None or not spec.eligible or spec.gpus <= 0:
+        return False
+    allocs = node.allocs
+    held = allocs.get(key)
+    if held is None:
+        return False
+    whole, cpu, ram = held
+    if type(whole) is not int:
+        return False  # a share: its device's state changes
+    free = spec.gpus - node.whole_used
+    cpu0 = spec.cpu - node.cpu_used
+    ram0 = spec.ram - node.ram_used
+    slots0 = spec.pods - len(allocs)
+    del allocs[key]
+    if whole:
+        node.whole_used -= whole
+    if cpu:
+        node.cpu_used -= cpu
+    if ram:
+        node.ram_used -= ram
+    _shift(node, free, free + whole, cpu0, ram0, slots0, cpu0 + cpu, ram0 + ram, slots0 + 1)
+    return True
+
+
+def _shift(node: NodeState, free0: int, free1: int, cpu0: int, ram0: int, slots0: int, cpu1: int, ram1: int, slots1: int) -> None:
+    """Move a counted node's domains from (devices not held whole, free cpu, memory, slots) before to after, when no
+    shared device changed: one packed delta per ancestor, the flat root's counts at once, the ranked aggs marked."""
+    shared = node.shared
+    if free0 <= 0 and free1 <= 0 and not shared:
+        return  # no device had room before, none has after: the node adds nothing to its domains either way
+    if shared:  # shared devices are not whole ones, but keep the node counted (resource_part)
+        n = len(shared)
+        h0, h1 = free0 - n, free1 - n
+        h0 = h0 if h0 > 0 else 0
+        h1 = h1 if h1 > 0 else 0
+    else:
+        h0 = free0 if free0 > 0 else 0
+        h1 = free1 if free1 > 0 else 0
+    d = _GV[h1] - _GV[h0] if h1 != h0 else 0  # h ≤ the node's devices: reserved when it was attached
+    # The free amounts, clamped at 0 (reality may overcommit); None while the node has no device with room.
+    if free0 > 0 or shared:
+        a0 = (cpu0 if cpu0 > 0 else 0, ram0 if ram0 > 0 else 0, slots0 if slots0 > 0 else 0)
+    else:
+        a0 = None
+    if free1 > 0 or shared:
+        a1 = (cpu1 if cpu1 > 0 else 0, ram1 if ram1 > 0 else 0, slots1 if slots1 > 0 else 0)
+    else:
+        a1 = None
     aggs = node.aggs
+    if a0 != a1:
+        if a0 is None:  # its first device freed: it joins the sums and the free-amount counts
+            d += ((a1[1] << _2W) + (a1[0] << _W) + a1[2]) << _SUMS_SHIFT
+        elif a1 is None:  # its last device filled: it leaves them
+            d -= ((a0[1] << _2W) + (a0[0] << _W) + a0[2]) << _SUMS_SHIFT
+        else:
+            d += (((a1[1] - a0[1]) << _2W) + ((a1[0] - a0[0]) << _W) + (a1[2] - a0[2])) << _SUMS_SHIFT
+        root = aggs[0]
+        with root.domain.tree.lag.lock:
+            _count_free(root.res, a0, a1)
     if d:
         for agg in aggs:
             agg.vec += d
-    if moved:
-        lag = aggs[0].domain.tree.lag  # the flat root's counts by free amount are settled when read
-        counted = lag.counted
-        if node not in counted:
-            counted[node] = (c0, r0, s0)
-            lag.nodes.append(node)
-    if whole and node.ranked:
-        _mark(node.ranked)
-    lag = aggs[0].domain.tree.lag
-    if len(lag.aggs) > lag.limit or len(lag.nodes) > lag.limit:  # one check for both kinds of mark
-        lag.settle_beyond()
-    return True
+    if h0 != h1:
+        ranked = node.ranked
+        if ranked:
+            lag = _mark(ranked)
+            if len(lag.aggs) > lag.limit:
+                lag.settle_beyond()
 
 
 def add_bulk(node: NodeState, contribution) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part
+from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -308,7 +308,10 @@ class PlacementIndex(Reservations):
         state = self.nodes.get(node_name)
         if state is None:
             return
-        self._mutate(state, lambda: state.remove(key))
+        if unbind_whole(state, key):  # the usual pod gone, as arithmetic
+            self.version += 1
+        else:
+            self._mutate(state, lambda: state.remove(key))
         if state.spec is None and not state.allocs:
             del self.nodes[node_name]
 

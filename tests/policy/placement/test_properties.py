@@ -180,11 +180,9 @@ def check_aggregates(idx: PlacementIndex) -> None:
     assert len(queued) == len(lag.aggs), "an agg is queued once"
     for tree in (idx.flat, *idx.trees.values()):
         _check_marks(tree, queued)
-    assert all(node in lag.nodes for node in lag.counted), "every marked node is queued"
-    _check_free_counts(idx, lambda state: lag.counted.get(state, resource_part(state)))  # marked: at their marked amounts
+    _check_free_counts(idx, resource_part)  # not deferred: exact before any settling
     lag.settle()
-    assert not lag.aggs and not lag.nodes and not lag.counted
-    _check_free_counts(idx, resource_part)
+    assert not lag.aggs
     for tree in (idx.flat, *idx.trees.values()):
         stack = [tree.root]
         while stack:
