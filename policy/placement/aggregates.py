@@ -634,7 +634,8 @@ def unbind_whole(node: NodeState, key) -> bool:
 
 def _shift(node: NodeState, free0: int, free1: int, cpu0: int, ram0: int, slots0: int, cpu1: int, ram1: int, slots1: int) -> None:
     """Move a counted node's domains from (devices not held whole, free cpu, memory, slots) before to after, when no
-    shared device changed: one packed delta per ancestor, the flat root's counts at once, the ranked aggs marked."""
+    shared device changed: one packed delta per ancestor, the flat root's counts at once, the ranked aggs marked.
+    Every pod bound or gone runs this: `_count_free` and `_mark` are inlined, calls being a good part of its cost."""
     shared = node.shared
     if free0 <= 0 and free1 <= 0 and not shared:
         return  # no device had room before, none has after: the node adds nothing to its domains either way
@@ -647,34 +648,67 @@ def _shift(node: NodeState, free0: int, free1: int, cpu0: int, ram0: int, slots0
         h0 = free0 if free0 > 0 else 0
         h1 = free1 if free1 > 0 else 0
     d = _GV[h1] - _GV[h0] if h1 != h0 else 0  # h ≤ the node's devices: reserved when it was attached
-    # The free amounts, clamped at 0 (reality may overcommit); None while the node has no device with room.
-    if free0 > 0 or shared:
-        a0 = (cpu0 if cpu0 > 0 else 0, ram0 if ram0 > 0 else 0, slots0 if slots0 > 0 else 0)
-    else:
-        a0 = None
-    if free1 > 0 or shared:
-        a1 = (cpu1 if cpu1 > 0 else 0, ram1 if ram1 > 0 else 0, slots1 if slots1 > 0 else 0)
-    else:
-        a1 = None
+    # The free amounts, clamped at 0 (reality may overcommit); the node is counted while a device has room.
     aggs = node.aggs
-    if a0 != a1:
-        if a0 is None:  # its first device freed: it joins the sums and the free-amount counts
-            d += ((a1[1] << _2W) + (a1[0] << _W) + a1[2]) << _SUMS_SHIFT
-        elif a1 is None:  # its last device filled: it leaves them
-            d -= ((a0[1] << _2W) + (a0[0] << _W) + a0[2]) << _SUMS_SHIFT
-        else:
-            d += (((a1[1] - a0[1]) << _2W) + ((a1[0] - a0[0]) << _W) + (a1[2] - a0[2])) << _SUMS_SHIFT
-        root = aggs[0]
-        with root.domain.tree.lag.lock:
-            _count_free(root.res, a0, a1)
+    counts = aggs[0].res  # the flat root's (the first agg of every node): nodes by free amount
+    if (free0 > 0 or shared) and (free1 > 0 or shared):  # the usual event: counted before and after
+        a0 = cpu0 if cpu0 > 0 else 0
+        b0 = ram0 if ram0 > 0 else 0
+        c0 = slots0 if slots0 > 0 else 0
+        a1 = cpu1 if cpu1 > 0 else 0
+        b1 = ram1 if ram1 > 0 else 0
+        c1 = slots1 if slots1 > 0 else 0
+        if a0 != a1 or b0 != b1 or c0 != c1:
+            d += (((b1 - b0) << _2W) + ((a1 - a0) << _W) + (c1 - c0)) << _SUMS_SHIFT
+            if counts is not None:
+                with aggs[0].domain.tree.lag.lock:
+                    if a0 != a1:
+                        c = counts[0]
+                        left = c[a0] - 1
+                        if left:
+                            c[a0] = left
+                        else:
+                            del c[a0]
+                        c[a1] = c.get(a1, 0) + 1
+                    if b0 != b1:
+                        c = counts[1]
+                        left = c[b0] - 1
+                        if left:
+                            c[b0] = left
+                        else:
+                            del c[b0]
+                        c[b1] = c.get(b1, 0) + 1
+                    if c0 != c1:
+                        c = counts[2]
+                        left = c[c0] - 1
+                        if left:
+                            c[c0] = left
+                        else:
+                            del c[c0]
+                        c[c1] = c.get(c1, 0) + 1
+    else:  # its first device freed, or its last filled: it joins or leaves the sums and the counts
+        old = (cpu0 if cpu0 > 0 else 0, ram0 if ram0 > 0 else 0, slots0 if slots0 > 0 else 0) if free0 > 0 else None
+        new = (cpu1 if cpu1 > 0 else 0, ram1 if ram1 > 0 else 0, slots1 if slots1 > 0 else 0) if free1 > 0 else None
+        d += (packed(*new) if new is not None else 0) - (packed(*old) if old is not None else 0)
+        with aggs[0].domain.tree.lag.lock:
+            _count_free(counts, old, new)
     if d:
         for agg in aggs:
             agg.vec += d
     if h0 != h1:
         ranked = node.ranked
-        if ranked:
-            lag = _mark(ranked)
-            if len(lag.aggs) > lag.limit:
+        if ranked:  # `_mark`, inlined
+            lag = ranked[0].domain.tree.lag
+            queue = lag.aggs
+            for agg in ranked:
+                if agg.marked:
+                    if agg.vec & _CAPS_MASK == agg.placed:
+                        agg.marked = False
+                        queue.pop(agg, None)
+                else:
+                    agg.marked = True
+                    queue[agg] = None
+            if len(queue) > lag.limit:
                 lag.settle_beyond()
 
 

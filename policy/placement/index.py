@@ -35,6 +35,7 @@ def _pod_key(pod: Mapping) -> str:
 
 
 _NO_STATUS: dict = {}
+_DONE = ("Succeeded", "Failed")
 
 
 def _usable(pod: Mapping) -> bool:
@@ -253,7 +254,9 @@ class PlacementIndex(Reservations):
         uid = meta.get("uid")
         key = uid if type(uid) is str and uid else _pod_key(pod)
         known = self._pods.get(key)
-        if event == "DELETED" or not usable or not is_live(pod):
+        # `is_live`, inlined for dicts (every pod event asks): not being deleted, not Succeeded/Failed
+        live = (not meta.get("deletionTimestamp") and (status is None or status.get("phase") not in _DONE)) if usable else False
+        if event == "DELETED" or not live:
             self._pending.pop(key, None)
             if known is not None:
                 self._release_pod(key, known[0])
