@@ -82,22 +82,26 @@ def resource_part(node: NodeState) -> tuple[int, int, int] | None:
 
 
 # ---- one int per aggregate -------------------------------------------------------------------------------------
-# Agg.vec packs, in fields of _W bits: caps (pods of each of SHAPES, fields 0..3), the free pod slots, cpu and
-# memory summed over the agg's nodes with GPU room (fields 4..6), then the histogram (field 7 + h: nodes with h
-# free devices; it grows at the top). Every field is linear in the nodes (a node adds `_GV[h]` and `packed(res)`),
-# so a node going from one state to another adds ONE precomputed delta to each ancestor, negative fields included,
-# and the result is exact while each field stays in [0, 2**128) — counts and int64 node amounts summed over fewer
-# than 2**64 nodes always do. A bind event then touches one int per level instead of a histogram, a caps list and
-# its sums (most of an event was those list updates: docs/placement.md).
-_W = 128
+# Agg.vec packs: caps (pods of each of SHAPES, four fields of _C bits), the free pod slots, cpu and memory summed
+# over the agg's nodes with GPU room (three fields of _W bits), then the histogram (fields of _C bits from
+# _HIST_SHIFT: nodes with h free devices; it grows at the top). Every field is linear in the nodes (a node adds
+# `_GV[h]` and `packed(res)`), so a node going from one state to another adds ONE precomputed delta to each
+# ancestor, negative fields included, and the result is exact while each field stays in [0, 2**width): counts (of
+# nodes, of pods of k GPUs) in 64 bits for fewer than 2**58 nodes, and int64 node amounts (UNLIMITED is 2**62) in
+# 128 bits for fewer than 2**64 nodes. A bind event then touches one int per level instead of a histogram, a caps
+# list and its sums; counts in 64 rather than 128 bits make that int a third smaller (960 bits for 4-GPU nodes),
+# so each level's add reads and writes a cache line less (docs/placement.md).
+_W = 128  # a sums field
 _FIELD = (1 << _W) - 1
-_SUMS = len(SHAPES)  # field of the slot sums; cpu and memory follow
-_HIST = len(SHAPES) + 3  # field of hist[0]
+_C = 64  # a count field (caps, histogram)
+_CF = (1 << _C) - 1
+_2C = 2 * _C
+_3C = 3 * _C
 _2W = 2 * _W
-_3W = 3 * _W
-_SUMS_SHIFT = _SUMS * _W
-_CAP_SHIFT = tuple(i * _W for i in range(len(SHAPES)))
-_CAPS_MASK = (1 << (len(SHAPES) * _W)) - 1
+_SUMS_SHIFT = len(SHAPES) * _C  # the slot sums; cpu and memory follow
+_HIST_SHIFT = _SUMS_SHIFT + 3 * _W  # hist[0]
+_CAP_SHIFT = tuple(i * _C for i in range(len(SHAPES)))
+_CAPS_MASK = (1 << _SUMS_SHIFT) - 1
 _GV: list[int] = []  # _GV[h]: what one node with h free devices adds (hist[h] += 1, caps += h // k)
 
 
@@ -105,7 +109,7 @@ def reserve_devices(gpus: int) -> None:
     """Make `_GV[h]` exist for every h ≤ gpus (called when a node is attached, so events index it directly)."""
     while len(_GV) <= gpus:
         h = len(_GV)
-        _GV.append((1 << ((_HIST + h) * _W)) + sum((h // k) << _CAP_SHIFT[i] for i, k in enumerate(SHAPES)))
+        _GV.append((1 << (_HIST_SHIFT + h * _C)) + sum((h // k) << _CAP_SHIFT[i] for i, k in enumerate(SHAPES)))
 
 
 def gpu_vec(h: int) -> int:
@@ -178,19 +182,19 @@ def _file(agg: "Agg") -> None:
         return  # back where it is filed (a pod bound, then gone)
     agg.placed = now
     lists = agg.lists
-    before, after = was & _FIELD, now & _FIELD
+    before, after = was & _CF, now & _CF
     if before != after:
         lists[0].move(agg, before, after)
     if lists[1] is None:
         return  # a per-node level: the free-devices bucket alone
     # SHAPES has four sizes: unrolled, this runs for every marked domain a reader settles
-    before, after = (was >> _W) & _FIELD, (now >> _W) & _FIELD
+    before, after = (was >> _C) & _CF, (now >> _C) & _CF
     if before != after:
         lists[1].move(agg, before, after)
-    before, after = (was >> _2W) & _FIELD, (now >> _2W) & _FIELD
+    before, after = (was >> _2C) & _CF, (now >> _2C) & _CF
     if before != after:
         lists[2].move(agg, before, after)
-    before, after = was >> _3W, now >> _3W  # the top field of the caps part
+    before, after = was >> _3C, now >> _3C  # the top field of the caps part
     if before != after:
         lists[3].move(agg, before, after)
 
@@ -250,7 +254,7 @@ def sums(agg: "Agg") -> tuple[int, int, int] | None:
     """Free (cpu, memory, pod slots) summed over the agg's nodes with GPU room; None at per-node levels."""
     if not agg.sums_kept:
         return None
-    s = agg.vec >> (_SUMS * _W)
+    s = agg.vec >> _SUMS_SHIFT
     return (s >> _W) & _FIELD, (s >> (2 * _W)) & _FIELD, s & _FIELD
 
 
@@ -277,7 +281,7 @@ def certain(agg: "Agg", demand: Demand, max_devices: int = 0) -> bool:
 
 def _most_free_devices(agg: "Agg") -> int:
     """The most free devices of any node of the agg: the histogram's top field is the highest non-zero one."""
-    top = (agg.vec.bit_length() - 1) // _W - _HIST
+    top = (agg.vec.bit_length() - 1 - _HIST_SHIFT) // _C
     return top if top > 0 else 0
 
 
@@ -312,7 +316,7 @@ class Agg:
     __slots__ = ("vec", "partial", "nodes", "domain", "lists", "res", "placed", "marked", "sums_kept")
 
     def __init__(self, domain: "Domain", lists: "list[Buckets] | None") -> None:
-        self.vec = 0  # caps, resource sums and histogram, packed (see _W above)
+        self.vec = 0  # caps, resource sums and histogram, packed (see _C and _W above)
         self.partial: dict[tuple[int, int, int], int] = {}  # shared device state -> devices
         self.nodes = 0
         self.domain = domain
@@ -331,22 +335,22 @@ class Agg:
     def caps(self) -> list[int]:
         """caps[i] = pods of SHAPES[i] whole GPUs that fit (exact)."""
         vec = self.vec
-        return [(vec >> shift) & _FIELD for shift in _CAP_SHIFT]
+        return [(vec >> shift) & _CF for shift in _CAP_SHIFT]
 
     def cap(self, i: int) -> int:
         """caps[i] alone."""
-        return (self.vec >> _CAP_SHIFT[i]) & _FIELD
+        return (self.vec >> _CAP_SHIFT[i]) & _CF
 
     def filed(self, i: int) -> int:
         """The capacity for SHAPES[i] this agg is filed under in its level's buckets (settled: equal to `cap(i)`)."""
-        return (self.placed >> _CAP_SHIFT[i]) & _FIELD
+        return (self.placed >> _CAP_SHIFT[i]) & _CF
 
     @property
     def hist(self) -> list[int]:
         """hist[h] = eligible nodes with h free whole devices (at least [0])."""
-        top = (self.vec.bit_length() + _W - 1) // _W - _HIST
-        v = self.vec >> (_HIST * _W)
-        return [(v >> (h * _W)) & _FIELD for h in range(max(top, 1))]
+        top = (self.vec.bit_length() - _HIST_SHIFT + _C - 1) // _C
+        v = self.vec >> _HIST_SHIFT
+        return [(v >> (h * _C)) & _CF for h in range(max(top, 1))]
 
     def free_whole(self) -> int:
         """Untouched devices in the domain."""
@@ -398,7 +402,7 @@ class Domain:
                 agg = aggs.get(key)
                 if agg is None or agg.nodes == 0 or (need and memory.get(key, 0) * whole < need):
                     continue
-                total += (agg.vec >> _CAP_SHIFT[i]) & _FIELD if i is not None else sum((h // whole) * c for h, c in enumerate(agg.hist))
+                total += (agg.vec >> _CAP_SHIFT[i]) & _CF if i is not None else sum((h // whole) * c for h, c in enumerate(agg.hist))
             return total
         for key in models:
             agg = aggs.get(key)
