@@ -163,8 +163,11 @@ class PlacementIndex(Reservations):
             self._set_spec(state, spec)
 
     def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
-        self.version += 1
         old = state.spec
+        if spec is not None and old is not None and old.gpus > 0 and spec.gpus > 0 and old.model == spec.model and old.paths == spec.paths:
+            self._respec(state, old, spec)  # the usual change (cordon, Ready, allocatable, a label): same domains
+            return
+        self.version += 1
         before = state.contribution()
         if old is not None and old.gpus > 0:
             if before is not None:
@@ -185,6 +188,27 @@ class PlacementIndex(Reservations):
             apply_resources(state, None, resource_part(state))
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
+
+    def _respec(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> None:
+        """A node's spec changed but not its model key nor its place in any topology: move its contribution in the
+        domains it is in (O(depth), as a pod event does), and count only the labels that changed."""
+        self.version += 1
+        before = state.contribution()
+        res_before = resource_part(state) if before is not None else None
+        if old.labels is not spec.labels:
+            self.labels[spec.model].replace(old.labels, spec.labels)
+        if old.eligible != spec.eligible or old.why_not != spec.why_not:
+            if not old.eligible:
+                self._count_excluded(old.why_not or "excluded", -1)
+            if not spec.eligible:
+                self._count_excluded(spec.why_not or "excluded", +1)
+        state.spec = spec
+        if spec.gpus != old.gpus or spec.memory != old.memory:
+            reserve_devices(spec.gpus)
+            self._note_model(spec)
+        after = state.contribution()
+        if before is not None or after is not None:
+            move_pod(state, before, after, res_before, resource_part(state) if after is not None else None)
 
     def _note_model(self, spec: NodeSpec) -> None:
         if spec.gpus > self.max_gpus:

@@ -1,7 +1,8 @@
 """Property: an index whose buckets and free-amount counts lag (settled when read) answers as one settled at every event.
 
-Random binds (whole, shared, GPU-less with cpu and memory; some overcommit), unbinds, cordons and
-allocatable changes go to two indexes: one with the default or a small lag limit (so events also
+Random binds (whole, shared, GPU-less with cpu and memory; some overcommit), unbinds, and node changes
+(cordon, Ready, allocatable, a pool label: the same domains; a taint or another rack: other aggregates; the node
+deleted and added back) go to two indexes: one with the default or a small lag limit (so events also
 settle the oldest marks themselves) and a twin with limit 0 (settled at every event, as the
 aggregates were kept before they lagged). Queries read in between settle what events marked.
 After each step the lagging index's queries agree with the twin's, every aggregate a query reads
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.policy.placement.placement_builders import MODELS, node, pod
+from tests.policy.placement.placement_builders import BLOCK, MODELS, RACK, node, pod
 from tests.policy.placement.test_properties import SETTINGS, THREE, TWO, check_aggregates
 
 from policy.placement import GangRequest, PlacementIndex
 from policy.placement import aggregates
 from policy.placement.aggregates import SHAPES, bound, certain, most_free, sums
 from policy.placement.devices import Demand
-from policy.placement.needs import PodNeeds
+from policy.placement.needs import NodeFilter, PodNeeds
 from policy.subject.model import PodSet
 
 PROBES = (
@@ -32,6 +33,7 @@ PROBES = (
     GangRequest((PodSet("p", 2, 250, fraction=250),), topology="t", required="host", per_gpu=4),
     GangRequest((PodSet("p", 2, 1000, needs=PodNeeds(cpu=3000, memory=2**30)),), topology="t", required="rack"),
     GangRequest((PodSet("p", 1, 1000, needs=PodNeeds(cpu=40_000)),), topology="t", required="host"),
+    GangRequest((PodSet("p", 2, 1000, needs=PodNeeds(node_filter=NodeFilter((("pool", "a"),)))),), topology="t", required="rack"),
 )
 
 OPS = st.lists(
@@ -40,6 +42,11 @@ OPS = st.lists(
         st.tuples(st.just("unbind"), st.integers(0, 40)),
         st.tuples(st.just("cordon"), st.integers(0, 7), st.booleans()),
         st.tuples(st.just("resize"), st.integers(0, 7), st.sampled_from(["8", "16", "64"])),
+        st.tuples(st.just("label"), st.integers(0, 7), st.sampled_from(["a", "b", None])),
+        st.tuples(st.just("ready"), st.integers(0, 7), st.booleans()),
+        st.tuples(st.just("taint"), st.integers(0, 7), st.booleans()),
+        st.tuples(st.just("rack"), st.integers(0, 7), st.sampled_from(["r0", "r1", "r9"])),
+        st.tuples(st.just("gone"), st.integers(0, 7)),
         st.tuples(st.just("query"), st.integers(0, len(PROBES) - 1)),
         st.tuples(st.just("check")),
     ),
@@ -99,6 +106,7 @@ def test_an_index_whose_aggregates_lag_reads_as_one_settled_at_every_event(topol
     for n in nodes.values():
         both(node_event, "ADDED", n)
     made = 0
+    gone: set = set()
     for op in ops:
         kind = op[0]
         if kind == "bind":
@@ -114,15 +122,35 @@ def test_an_index_whose_aggregates_lag_reads_as_one_settled_at_every_event(topol
         elif kind == "unbind" and pods:
             name = sorted(pods)[op[1] % len(pods)]
             both(pod_event, "DELETED", pods.pop(name))
-        elif kind in ("cordon", "resize"):
+        elif kind == "gone":  # deleted (its pods stay counted where they are), or added back
+            name = names[op[1] % len(names)]
+            if name in gone:
+                gone.discard(name)
+                both(node_event, "ADDED", nodes[name])
+            else:
+                gone.add(name)
+                both(node_event, "DELETED", nodes[name])
+        elif kind in ("cordon", "resize", "label", "ready", "taint", "rack"):
             name = names[op[1] % len(names)]
             n = nodes[name]
+            meta, status = n["metadata"], n["status"]
             if kind == "cordon":
                 n = dict(n, spec=dict(n["spec"], unschedulable=op[2]))
+            elif kind == "resize":
+                n = dict(n, status=dict(status, allocatable=dict(status["allocatable"], cpu=op[2])))
+            elif kind == "label":  # a fresh labels dict, as a watch event brings
+                labels = {k: v for k, v in meta["labels"].items() if k != "pool"}
+                n = dict(n, metadata=dict(meta, labels=labels if op[2] is None else dict(labels, pool=op[2])))
+            elif kind == "ready":
+                n = dict(n, status=dict(status, conditions=[{"type": "Ready", "status": "True" if op[2] else "False"}]))
+            elif kind == "taint":  # a blocking taint: another model key, so other aggregates
+                n = dict(n, spec=dict(n["spec"], taints=[{"key": "maint", "effect": "NoSchedule"}] if op[2] else []))
             else:
-                n = dict(n, status=dict(n["status"], allocatable=dict(n["status"]["allocatable"], cpu=op[2])))
+                labels = meta["labels"]
+                n = dict(n, metadata=dict(meta, labels=dict(labels, **{RACK: labels[BLOCK] + "-" + op[2]})))
             nodes[name] = n
-            both(node_event, "MODIFIED", n)
+            if name not in gone:
+                both(node_event, "MODIFIED", n)
         elif kind == "query":  # one probe read now: it settles whatever events marked since the last read
             probe = PROBES[op[1]]
             got, want = idx.query(probe), twin.query(probe)

@@ -181,6 +181,7 @@ def check_aggregates(idx: PlacementIndex) -> None:
     for tree in (idx.flat, *idx.trees.values()):
         _check_marks(tree, queued)
     _check_free_counts(idx, resource_part)  # not deferred: exact before any settling
+    _check_node_counts(idx)
     lag.settle()
     assert not lag.aggs
     for tree in (idx.flat, *idx.trees.values()):
@@ -225,6 +226,26 @@ def check_aggregates(idx: PlacementIndex) -> None:
                             holders = [c for c, bucket in buckets.by_cap.items() if agg in bucket]
                             assert holders == ([cap] if cap else []), (d.path, model, i)
                             assert buckets.order == sorted(c for c, b in buckets.by_cap.items() if b)
+
+
+def _check_node_counts(idx: PlacementIndex) -> None:
+    """The label value counts per model key and the excluded counts equal a recount over the tracked nodes' specs."""
+    labels: dict = {}
+    excluded: dict = {}
+    for state in idx.nodes.values():
+        spec = state.spec
+        if spec is None or spec.gpus <= 0:
+            continue
+        by_key = labels.setdefault(spec.model, {})
+        for k, v in spec.labels.items():
+            values = by_key.setdefault(k, {})
+            values[str(v)] = values.get(str(v), 0) + 1
+        if not spec.eligible:
+            why = (spec.why_not or "excluded").split(" ", 1)[0]
+            excluded[why] = excluded.get(why, 0) + 1
+    assert {m: c.by_key for m, c in idx.labels.items() if c.total} == labels
+    assert {m: c.total for m, c in idx.labels.items() if c.total} == {m: sum(1 for s in idx.nodes.values() if s.spec and s.spec.gpus > 0 and s.spec.model == m) for m in labels}
+    assert {k: v for k, v in idx.excluded.items() if v} == excluded
 
 
 def _check_free_counts(idx: PlacementIndex, amounts) -> None:
