@@ -142,8 +142,8 @@ def model_key(product: str | None, gpu_models: Mapping[str, tuple[str, int]]) ->
 
 def _ready(status: Mapping) -> bool:
     conditions = status.get("conditions")
-    for cond in conditions if isinstance(conditions, list) else ():
-        if is_map(cond) and cond.get("type") == "Ready":
+    for cond in conditions if type(conditions) is list or isinstance(conditions, list) else ():
+        if (type(cond) is dict or is_map(cond)) and cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False  # a node that never reported Ready is not schedulable
 
@@ -161,8 +161,8 @@ def _blocking_taints(spec: Mapping, tolerated: frozenset[str]) -> tuple[tuple[st
     return tuple(sorted(out))
 
 
-def _gpu_count(status: Mapping) -> int:
-    raw = mapping(status.get("allocatable")).get(GPU_RESOURCE)
+def _gpu_count(allocatable: Mapping, status: Mapping) -> int:
+    raw = allocatable.get(GPU_RESOURCE)
     if raw is None:
         raw = mapping(status.get("capacity")).get(GPU_RESOURCE)
     if raw is None:
@@ -212,11 +212,21 @@ def read_node(
     tolerated: frozenset[str] = DEFAULT_TOLERATED,
 ) -> NodeSpec:
     """The placement view of one Node object (never raises on odd input)."""
-    meta = mapping(node.get("metadata"))
-    spec = mapping(node.get("spec"))
-    status = mapping(node.get("status"))
-    labels = mapping(meta.get("labels"))
-    name = str(meta.get("name") or "")
+    # Every node event (heartbeats too) reads the whole view: decoded objects are dicts, tested with `type` first.
+    meta = node.get("metadata")
+    if type(meta) is not dict:
+        meta = mapping(meta)
+    spec = node.get("spec")
+    if type(spec) is not dict:
+        spec = mapping(spec)
+    status = node.get("status")
+    if type(status) is not dict:
+        status = mapping(status)
+    labels = meta.get("labels")
+    if type(labels) is not dict:
+        labels = mapping(labels)
+    name = meta.get("name")
+    name = name if type(name) is str else str(name or "")
     product = labels.get(PRODUCT_LABEL)
     if product is not None and not isinstance(product, str):
         product = str(product)
@@ -242,9 +252,27 @@ def read_node(
                 break
             values.append(v if type(v) is str else str(v))
         paths.append(None if values is None else tuple(values))
-    gpus = _gpu_count(status)
+    alloc = status.get("allocatable")
+    if type(alloc) is not dict:
+        alloc = mapping(alloc)
+    gpus = _gpu_count(alloc, status)
     if gpus <= 0:  # not tracked: skip reading the rest
         return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints)
-    alloc = mapping(status.get("allocatable"))
-    return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints,
-                    _allocatable(alloc, "cpu", True), _allocatable(alloc, "memory", False), _allocatable(alloc, "pods", False), labels)
+    return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints, *_amounts(alloc), labels)
+
+
+def _amounts(alloc: Mapping) -> tuple[int, int, int]:
+    """(cpu millicores, memory bytes, pod slots) allocatable, UNLIMITED where unstated; one look-up for the usual node."""
+    cpu, ram, pods = alloc.get("cpu"), alloc.get("memory"), alloc.get("pods")
+    if type(cpu) is str and type(ram) is str and type(pods) is str:
+        key = (cpu, ram, pods)
+        hit = _AMOUNTS.get(key)
+        if hit is None:
+            hit = (_allocatable(alloc, "cpu", True), _allocatable(alloc, "memory", False), _allocatable(alloc, "pods", False))
+            if len(_AMOUNTS) < 4096:
+                _AMOUNTS[key] = hit
+        return hit
+    return _allocatable(alloc, "cpu", True), _allocatable(alloc, "memory", False), _allocatable(alloc, "pods", False)
+
+
+_AMOUNTS: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # nodes of a pool state the same three amounts

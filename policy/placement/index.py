@@ -164,8 +164,10 @@ class PlacementIndex(Reservations):
 
     def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
         old = state.spec
-        if spec is not None and old is not None and old.gpus > 0 and spec.gpus > 0 and old.model == spec.model and old.paths == spec.paths:
-            self._respec(state, old, spec)  # the usual change (cordon, Ready, allocatable, a label): same domains
+        # Same place in every topology (only a taint may change the model key): the node keeps its domains.
+        in_place = spec is not None and old is not None and old.gpus > 0 and spec.gpus > 0 and old.paths == spec.paths
+        if in_place and old.model == spec.model:
+            self._respec(state, old, spec)  # the usual change (cordon, Ready, allocatable, a label): same aggregates
             return
         self.version += 1
         before = state.contribution()
@@ -176,11 +178,15 @@ class PlacementIndex(Reservations):
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
             self._count_labels(old, -1)
-            self._detach(state)
+            if not in_place:
+                self._detach(state)
         state.spec = spec
         if spec is None or spec.gpus <= 0:
             return
-        self._attach(state)
+        if in_place:  # a taint added or gone: the same domains, the aggregates of the other model key
+            self._reaggregate(state)
+        else:
+            self._attach(state)
         self._note_model(spec)
         self._count_labels(spec, +1)
         if spec.eligible:
@@ -193,8 +199,6 @@ class PlacementIndex(Reservations):
         """A node's spec changed but not its model key nor its place in any topology: move its contribution in the
         domains it is in (O(depth), as a pod event does), and count only the labels that changed."""
         self.version += 1
-        before = state.contribution()
-        res_before = resource_part(state) if before is not None else None
         if old.labels is not spec.labels:
             self.labels[spec.model].replace(old.labels, spec.labels)
         if old.eligible != spec.eligible or old.why_not != spec.why_not:
@@ -202,6 +206,12 @@ class PlacementIndex(Reservations):
                 self._count_excluded(old.why_not or "excluded", -1)
             if not spec.eligible:
                 self._count_excluded(spec.why_not or "excluded", +1)
+        if old.eligible == spec.eligible and old.gpus == spec.gpus and old.memory == spec.memory and old.cpu == spec.cpu and (
+                old.ram == spec.ram and old.pods == spec.pods):
+            state.spec = spec  # labels only (or a why-not reason): what the node adds to its domains is unchanged
+            return
+        before = state.contribution()
+        res_before = resource_part(state) if before is not None else None
         state.spec = spec
         if spec.gpus != old.gpus or spec.memory != old.memory:
             reserve_devices(spec.gpus)
@@ -246,8 +256,13 @@ class PlacementIndex(Reservations):
             chain[-1].nodes[state] = None
             domains.extend(chain)
         state.domains = tuple(domains)
-        state.aggs = tuple(d.agg_for(state.spec.model) for d in domains)
-        state.ranked = tuple(agg for agg in state.aggs if agg.lists is not None)
+        self._reaggregate(state)
+
+    def _reaggregate(self, state: NodeState) -> None:
+        """The node's aggregates: its domains' for its model key."""
+        model = state.spec.model
+        state.aggs = aggs = tuple([d.agg_for(model) for d in state.domains])
+        state.ranked = tuple([agg for agg in aggs if agg.lists is not None])
         reserve_devices(state.spec.gpus)  # every h an event can meet has its packed delta ready
 
     def _detach(self, state: NodeState) -> None:

@@ -196,9 +196,6 @@ def pod_needs(spec: Mapping) -> PodNeeds | None:
     return PodNeeds(cpu, mem, flt)
 
 
-_ABSENT = object()
-
-
 class LabelCounts:
     """How many tracked nodes carry each label value, so a node filter every node passes costs nothing at query time.
 
@@ -232,28 +229,30 @@ class LabelCounts:
 
     def replace(self, old: Mapping, new: Mapping) -> None:
         """One node's labels went from `old` to `new`: count only the pairs that changed (a node has dozens of labels;
-        a label event changes one or two). Values compare as the text they are counted by."""
+        a label event changes one or two), found by C-level set differences of the items."""
+        try:
+            gone, came = old.items() - new.items(), new.items() - old.items()
+        except TypeError:  # an unhashable value (odd input): count the whole node again
+            self.add(old, -1)
+            self.add(new, +1)
+            return
         by_key = self.by_key
-        for k, v in old.items():
+        for k, v in gone:
             v = v if type(v) is str else str(v)
-            w = new.get(k, _ABSENT)
-            if w is _ABSENT or (w if type(w) is str else str(w)) != v:
-                values = by_key[k]
-                n = values[v] - 1
-                if n:
-                    values[v] = n
-                else:
-                    del values[v]
-                    if not values:
-                        del by_key[k]
-        for k, v in new.items():
+            values = by_key[k]
+            n = values[v] - 1
+            if n:
+                values[v] = n
+            else:
+                del values[v]
+                if not values:
+                    del by_key[k]
+        for k, v in came:
             v = v if type(v) is str else str(v)
-            w = old.get(k, _ABSENT)
-            if w is _ABSENT or (w if type(w) is str else str(w)) != v:
-                values = by_key.get(k)
-                if values is None:
-                    values = by_key[k] = {}
-                values[v] = values.get(v, 0) + 1
+            values = by_key.get(k)
+            if values is None:
+                values = by_key[k] = {}
+            values[v] = values.get(v, 0) + 1
 
     def universal(self, flt: NodeFilter, names) -> bool:
         """Whether every tracked node passes `flt` (`names`: the tracked node names, for matchFields)."""
