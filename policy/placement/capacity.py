@@ -51,6 +51,7 @@ class NodeSpec(NamedTuple):
 
 
 TAINT_SEP = "|"
+_NEW_SPEC = tuple.__new__
 
 
 def taint_variant(model: str, taints: tuple[tuple[str, str, str], ...]) -> str:
@@ -150,9 +151,18 @@ def _ready(status: Mapping) -> bool:
 
 def _blocking_taints(spec: Mapping, tolerated: frozenset[str]) -> tuple[tuple[str, str, str], ...]:
     taints = spec.get("taints")
+    if type(taints) is list and len(taints) == 1:  # the usual GPU node: the device plugin's taint alone
+        taint = taints[0]
+        if type(taint) is dict:
+            key, effect = taint.get("key"), taint.get("effect")
+            if type(key) is str and type(effect) is str and (key in tolerated or effect not in _BLOCKING_EFFECTS):
+                return ()
     out = set()
     for taint in taints if isinstance(taints, list) else ():
-        if not is_map(taint) or taint.get("effect") not in _BLOCKING_EFFECTS:
+        if not is_map(taint):
+            continue
+        effect = taint.get("effect")
+        if not isinstance(effect, str) or effect not in _BLOCKING_EFFECTS:  # an unhashable effect would raise in `in`
             continue
         key = str(taint.get("key") or "")
         if key in tolerated:
@@ -258,7 +268,9 @@ def read_node(
     gpus = _gpu_count(alloc, status)
     if gpus <= 0:  # not tracked: skip reading the rest
         return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints)
-    return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints, *_amounts(alloc), labels)
+    cpu, ram, pods = _amounts(alloc)
+    # tuple.__new__ directly: every node event builds one, and NamedTuple's generated __new__ is one more Python call
+    return _NEW_SPEC(NodeSpec, (name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints, cpu, ram, pods, labels))
 
 
 def _amounts(alloc: Mapping) -> tuple[int, int, int]:

@@ -214,18 +214,31 @@ class LabelCounts:
         """Count (sign +1) or forget (-1) one node's labels."""
         self.total += sign
         by_key = self.by_key
+        if sign == 1:  # a node added (or its model key changed): the loop every such event runs over dozens of labels
+            for k, v in labels.items():
+                if type(v) is not str:
+                    v = str(v)
+                values = by_key.get(k)
+                if values is None:
+                    by_key[k] = {v: 1}
+                else:
+                    values[v] = values.get(v, 0) + 1
+            return
         for k, v in labels.items():
+            if type(v) is not str:
+                v = str(v)
             values = by_key.get(k)
-            if values is None:
-                values = by_key[k] = {}
-            v = v if type(v) is str else str(v)
-            n = values.get(v, 0) + sign
-            if n:
+            n = values.get(v, 0) + sign if values is not None else sign
+            if n > 0:
                 values[v] = n
-            else:
+            elif n == 0:
                 del values[v]
                 if not values:
                     del by_key[k]
+            else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
+                if values is None:
+                    values = by_key[k] = {}
+                values[v] = n
 
     def replace(self, old: Mapping, new: Mapping) -> None:
         """One node's labels went from `old` to `new`: count only the pairs that changed (a node has dozens of labels;

@@ -5,7 +5,8 @@ The cluster follows GPU Feature Discovery label conventions (`nvidia.com/gpu.pro
 about a third of the nodes run pods already (some sharing GPUs), every node states cpu,
 memory and pods allocatable and pods request cpu and memory. Figures: load time and peak
 RSS, p50/p99 of gang queries of 1, 8, 64 and 512 one-GPU pods at each level and of gangs
-that ask cpu and memory too, p50/p99 of one pod-bind event, and the same for a naive
+that ask cpu and memory too, p50/p99 of one pod-bind event and of node events (a change
+placement sees and its undoing, a node deleted and added back), and the same for a naive
 index that scans every node per query, so the ratio shows. Times in milliseconds.
 """
 
@@ -40,6 +41,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per size and level (default 200)")
     parser.add_argument("--events", type=int, default=5000, help="pod-bind events measured (default 5000)")
     parser.add_argument("--burst", type=int, default=2000, help="binds that stay, a query every 100 (default 2000)")
+    parser.add_argument("--node-events", type=int, default=2000,
+                        help="node changes measured, each applied then undone; every 5th node also deleted and added back (default 2000)")
     parser.add_argument("--baseline-queries", type=int, default=3, help="naive full-scan queries per size and level")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -89,6 +92,30 @@ def _cluster(n: int, gpus: int, levels: list[str], rng: random.Random) -> tuple[
     return nodes, pods
 
 
+# Node changes placement sees, each applied to a node then undone (both measured): a label (a pool a gang may
+# select), cordon, allocatable cpu, Ready, and a blocking taint (another model key: the node's other aggregates).
+NODE_CHANGES = ("label", "cordon", "allocatable", "notready", "taint")
+
+
+def _changed(node: dict, kind: str, e: int) -> dict:
+    """A copy of `node` as a watch event brings it after one change of `kind` (fresh dicts for what changed)."""
+    meta, spec, status = node["metadata"], node["spec"], node["status"]
+    if kind == "label":
+        return {**node, "metadata": {**meta, "labels": {**meta["labels"], "pool": f"pool-{e % 3}"}}}
+    if kind == "cordon":
+        return {**node, "spec": {**spec, "unschedulable": True}}
+    if kind == "allocatable":
+        return {**node, "status": {**status, "allocatable": {**status["allocatable"], "cpu": "180"}}}
+    if kind == "notready":
+        return {**node, "status": {**status, "conditions": [{"type": "Ready", "status": "False"}]}}
+    return {**node, "spec": {**spec, "taints": spec["taints"] + [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]}}
+
+
+def _heartbeat(node: dict, e: int) -> dict:
+    """`node` after a status heartbeat: nothing placement reads changed."""
+    return {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": f"t{e}"}]}}
+
+
 def _pct(samples: list[float], q: float) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
@@ -130,8 +157,8 @@ def run(args) -> int:
     levels = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
     if not levels or any(lv not in LABELS for lv in levels) or len(set(levels)) != len(levels):
         raise UsageError(f"--levels takes distinct names among {', '.join(LABELS)}, got {args.levels!r}")
-    if args.nodes < 1 or not 1 <= args.gpus_per_node <= 64 or args.queries < 1 or args.events < 1 or args.burst < 0:
-        raise UsageError("--nodes, --queries and --events must be positive, --burst not negative; --gpus-per-node 1..64")
+    if args.nodes < 1 or not 1 <= args.gpus_per_node <= 64 or args.queries < 1 or args.events < 1 or args.burst < 0 or args.node_events < 1:
+        raise UsageError("--nodes, --queries, --events and --node-events must be positive, --burst not negative; --gpus-per-node 1..64")
     from policy.subject.normalize import pod_demand
     from policy.placement import GangRequest, PlacementIndex
     from policy.subject.model import PodSet
@@ -240,6 +267,36 @@ def run(args) -> int:
             c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             index.query(shapes[1][2])
             after_burst.append(((time.perf_counter_ns() - t0) / 1e6, (time.thread_time_ns() - c0) / 1e6))
+    # Node events: a change placement sees and its undoing (MODIFIED), and every 5th node deleted and added back.
+    node_samples: dict[str, tuple[list[float], list[float]]] = {}
+
+    def timed(what: str, apply, event: str, obj: dict) -> None:
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        apply(event, obj)
+        wall, cpu_ms = (time.perf_counter_ns() - t0) / 1e6, (time.thread_time_ns() - c0) / 1e6
+        w, c = node_samples.setdefault(what, ([], []))
+        w.append(wall)
+        c.append(cpu_ms)
+
+    for e in range(args.node_events):
+        node = nodes[rng.randrange(len(nodes))]
+        kind = NODE_CHANGES[e % len(NODE_CHANGES)]
+        timed(kind, index.apply_node, "MODIFIED", _changed(node, kind, e))
+        timed(kind + " undone", index.apply_node, "MODIFIED", node)
+        if e % 5 == 4:
+            timed("deleted", index.apply_node, "DELETED", node)
+            timed("added", index.apply_node, "ADDED", node)
+        timed("heartbeat", index.apply_node, "MODIFIED", _heartbeat(node, e))  # not a change: reported on its own
+    changes = [k for k in node_samples if k != "heartbeat"]
+    node_wall = [x for k in changes for x in node_samples[k][0]]
+    node_cpu = [x for k in changes for x in node_samples[k][1]]
+    figures["node_events"] = {k: {"p50_ms": round(_pct(w, 0.5), 4), "p99_ms": round(_pct(w, 0.99), 4),
+                                  "cpu_p99_ms": round(_pct(c, 0.99), 4), "runs": len(w)} for k, (w, c) in node_samples.items()}
+    figures["event_node_p50_ms"] = round(_pct(node_wall, 0.5), 4)
+    figures["event_node_p99_ms"] = round(_pct(node_wall, 0.99), 4)
+    figures["event_node_cpu_p50_ms"] = round(_pct(node_cpu, 0.5), 4)
+    figures["event_node_cpu_p99_ms"] = round(_pct(node_cpu, 0.99), 4)
+    figures["event_node_runs"] = len(node_wall)
     figures["event_stay_bind_p50_ms"] = round(_pct(stay, 0.5), 4)
     figures["event_stay_bind_p99_ms"] = round(_pct(stay, 0.99), 4)
     figures["event_stay_bind_cpu_p99_ms"] = round(_pct(stay_cpu, 0.99), 4)
@@ -264,6 +321,9 @@ def run(args) -> int:
         "query_cpu_p99_le_5ms": worst_cpu <= 5.0,
         "event_p99_le_0.05ms": figures["event_bind_p99_ms"] <= 0.05,
         "event_cpu_p99_le_0.05ms": figures["event_bind_cpu_p99_ms"] <= 0.05,
+        "pod_delete_p99_le_0.05ms": figures["event_unbind_p99_ms"] <= 0.05,
+        "node_event_p99_le_0.05ms": figures["event_node_p99_ms"] <= 0.05,
+        "node_event_cpu_p99_le_0.05ms": figures["event_node_cpu_p99_ms"] <= 0.05,
         "load_le_20s": load_s <= 20.0,
         "load_cpu_le_20s": load_cpu_s <= 20.0,
         "rss_le_3GiB": rss <= 3 * 2**30,
@@ -293,5 +353,8 @@ def _print_table(f: dict) -> None:
     out(f"binds that stay: p50 {f['event_stay_bind_p50_ms'] * 1000:.1f} µs, p99 {f['event_stay_bind_p99_ms'] * 1000:.1f} µs "
         f"(cpu p99 {f['event_stay_bind_cpu_p99_ms'] * 1000:.1f} µs); a query after each 100 (it settles their marks): "
         f"p99 {f['query_after_100_binds_p99_ms']:.3f} ms (cpu {f['query_after_100_binds_cpu_p99_ms']:.3f} ms)\n")
+    out(f"node event (a change placement sees, or its undoing; deleted; added): p50 {f['event_node_p50_ms'] * 1000:.1f} µs, "
+        f"p99 {f['event_node_p99_ms'] * 1000:.1f} µs, cpu p99 {f['event_node_cpu_p99_ms'] * 1000:.1f} µs over {f['event_node_runs']} events\n")
+    out("  " + ", ".join(f"{k} {v['p50_ms'] * 1000:.1f}/{v['p99_ms'] * 1000:.1f}" for k, v in f["node_events"].items()) + " µs (p50/p99)\n")
     out(f"load average {f['load_average_1m']} on {os.cpu_count()} cores: wall p99 counts other processes' turns, cpu p99 does not\n")
     out("budgets: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in f["budgets"].items()) + "\n")
