@@ -532,6 +532,40 @@ def apply_contribution(node: NodeState, old, new) -> None:
             lag.settle_beyond()
 
 
+def join(node: NodeState, contribution, res: tuple | None, sign: int) -> None:
+    """The node joins (sign +1) or leaves (-1) its aggregates with this contribution and resource part — a node
+    added, deleted, cordoned, Ready again, tainted — in one pass: one packed delta per ancestor, its node count, its
+    shared devices' states, the flat root's counts, and the ranked aggs marked. What `apply_contribution` and
+    `apply_resources` do from or to None, in one loop."""
+    h, partials = contribution
+    reserve_devices(h)
+    d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
+    if sign < 0:
+        d = -d
+    aggs = node.aggs
+    if not aggs:
+        return
+    for agg in aggs:
+        agg.vec += d
+        agg.nodes += sign
+        if partials:
+            partial = agg.partial
+            for state in partials:
+                left = partial.get(state, 0) + sign
+                if left:
+                    partial[state] = left
+                else:
+                    del partial[state]
+    root = aggs[0]
+    if res is not None and root.res is not None:
+        with root.domain.tree.lag.lock:
+            _count_free(root.res, res if sign < 0 else None, res if sign > 0 else None)
+    if node.ranked:  # hist[h] moved, and caps with it when h > 0
+        lag = _mark(node.ranked)
+        if len(lag.aggs) > lag.limit:
+            lag.settle_beyond()
+
+
 def _mark(ranked: tuple) -> Lag:
     """Mark the node's ranked aggs, whose capacities moved, to be filed again — or take the mark back from one that is
     back at the capacities it is filed under (the caller settles the oldest beyond the limit)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_contribution, apply_resources, finish_bulk, move_pod, reserve_devices, resource_part, unbind_whole
+from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, reserve_devices, resource_part, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -173,8 +173,7 @@ class PlacementIndex(Reservations):
         before = state.contribution()
         if old is not None and old.gpus > 0:
             if before is not None:
-                apply_resources(state, resource_part(state), None)
-                apply_contribution(state, before, None)
+                join(state, before, resource_part(state), -1)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
             self._count_labels(old, -1)
@@ -190,8 +189,7 @@ class PlacementIndex(Reservations):
         self._note_model(spec)
         self._count_labels(spec, +1)
         if spec.eligible:
-            apply_contribution(state, None, state.contribution())
-            apply_resources(state, None, resource_part(state))
+            join(state, state.contribution(), resource_part(state), +1)
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
 
@@ -217,8 +215,12 @@ class PlacementIndex(Reservations):
             reserve_devices(spec.gpus)
             self._note_model(spec)
         after = state.contribution()
-        if before is not None or after is not None:
-            move_pod(state, before, after, res_before, resource_part(state) if after is not None else None)
+        if before is not None and after is not None:
+            move_pod(state, before, after, res_before, resource_part(state))
+        elif before is not None:  # cordoned, NotReady: it leaves its aggregates
+            join(state, before, res_before, -1)
+        elif after is not None:  # back
+            join(state, after, resource_part(state), +1)
 
     def _note_model(self, spec: NodeSpec) -> None:
         if spec.gpus > self.max_gpus:
