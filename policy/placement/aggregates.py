@@ -135,9 +135,10 @@ class Lag:
     deferred: an event changes them at once, in three small dicts.)
 
     Filing moves buckets, and readers file: the server may decide in worker threads while watch
-    events arrive on its loop, so every filing holds `lock`. Marking takes no lock (the loop is the
-    only thread that marks; one dict store or pop is atomic): `_file` clears the mark before it reads
-    the capacities, so an event that lands while a reader files either is read or marks again.
+    events arrive on its loop, so every filing holds `lock`. Marking takes no lock (one dict store or
+    pop is atomic under the GIL): `_file` clears the mark before it reads the capacities, so an event
+    that lands while a reader files is either read or marks again, and filing tolerates a mark added
+    or taken back meanwhile.
     """
 
     __slots__ = ("aggs", "limit", "lock")
@@ -158,15 +159,19 @@ class Lag:
                         _file(agg)
 
     def settle_beyond(self) -> None:
-        """File the oldest marks beyond `limit` (called by the event that left more: no other thread marks meanwhile)."""
+        """File the oldest marks beyond `limit` (called by the event that left more)."""
         with self.lock:
             aggs, limit = self.aggs, self.limit
             while len(aggs) > limit:
-                agg = next(iter(aggs))
-                del aggs[agg]
-                _file(agg)
+                try:
+                    agg = next(iter(aggs))
+                except (RuntimeError, StopIteration):  # another thread marked or took a mark back meanwhile: look again
+                    continue
+                if aggs.pop(agg, _GONE) is not _GONE and agg.marked:
+                    _file(agg)
 
 
+_GONE = object()
 # Marks left unfiled, at most: a query files at most this many aggs (a few µs each when each moved for real: well
 # under 1 ms), and an event beyond it files the oldest, as many as it marked — so an event's bucket moves are done at
 # most 64 events later (by an event or the next reader), or not at all when undone in between (a pod bound, then gone).
