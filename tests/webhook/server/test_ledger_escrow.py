@@ -140,3 +140,11 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
             await double.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_slice_admits_only_while_its_pods_would_be_recorded_or_seen_before_it_expires():
+    from webhook.server.escrow import SLICE_MARGIN, SLICE_RENEW, SLICE_TTL
+    from webhook.server.ledger import SETTLE
+
+    assert SLICE_MARGIN >= SETTLE + 5.0  # every replica's watch shows an admitted pod before its slice stops counting
+    assert 0 < SLICE_RENEW < SLICE_TTL - SLICE_MARGIN
