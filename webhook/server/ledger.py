@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from webhook.server.escrow import ESCROW_PREFIX, SLICE_IDLE, SLICE_MARGIN, Escrow
+from webhook.server.escrow import Escrow
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
@@ -97,10 +97,14 @@ class Shard:
     unrecorded: dict[str, tuple] = field(default_factory=dict)  # key -> (holds, expires_at): admitted in the slice, not written
     flight: dict | None = None  # the write in flight: {"slice", "exp", "spent", "recorded"}
     used_at: float = 0.0  # the last commit of a hold to this shard (an idle slice is returned)
+    wanting: int = 0  # requests of this replica waiting for other replicas' slices (a want entry is written)
+    want_exp: float = 0.0
 
 
 class ClusterLedger(Escrow):
     """Reads, watches and writes the shards through a `kubernetes` ApiClient; mirrors other replicas' holds into `holds`."""
+
+    _new_shard = Shard
 
     def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None) -> None:
         import copy
@@ -128,8 +132,7 @@ class ClusterLedger(Escrow):
         import os
 
         self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1"
-        self.escrow_key = f"{ESCROW_PREFIX}{self.replica}"
-        self.slice_admits = 0  # commits answered inside a slice, with no write
+        self._escrow_setup()
         self._stopped = threading.Event()
 
     # -- the view --
@@ -166,7 +169,7 @@ class ClusterLedger(Escrow):
         for key in keys:
             entry = new.get(key)
             per = self.remote.get(key)
-            if entry is None or entry[2] == self.replica or entry[0] <= now:
+            if entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]:  # (a want holds nothing)
                 if per is not None and shard.name in per:
                     del per[shard.name]
                     changed.add(key)
@@ -211,6 +214,8 @@ class ClusterLedger(Escrow):
             if stale:
                 shard.pending = [b for b in shard.pending if b[4] >= shard.read_at]
                 _settle(stale, False)
+        if self.escrow:
+            self._escrow_read(shard)
         if shard.changed is not None:
             shard.changed.set()
             shard.changed = None
@@ -342,15 +347,12 @@ class ClusterLedger(Escrow):
         loop = asyncio.get_running_loop()
         thread = threading.Thread(target=self._watch_thread, args=(loop,), name="allot-ledger-watch", daemon=True)
         thread.start()
+        keeper = loop.create_task(self.keep_slices()) if self.escrow else None  # claim, renew, return slices
         try:
             while True:
                 await asyncio.sleep(PRUNE_INTERVAL)
                 now = time.time()
                 for shard in list(self.shards.values()):
-                    if self.escrow and not shard.flushing and (shard.unrecorded or shard.slice) and (
-                            now - shard.used_at >= SLICE_IDLE or shard.slice_exp - now < SLICE_MARGIN):
-                        self._kick_empty(shard, loop)  # record the slice's pods; return the slice if idle
-                        continue
                     if not shard.flushing and any(self._droppable(k, e, now) or self._newly_seen(k, e)
                                                   for k, e in shard.entries.items()):
                         shard.pruned_at = 0.0
@@ -359,6 +361,8 @@ class ClusterLedger(Escrow):
                         self._kick(shard)
         finally:
             self._stopped.set()
+            if keeper is not None:
+                keeper.cancel()
 
     def _kick_empty(self, shard: Shard, loop) -> None:
         """Queue a write with no hold of its own (a prune, a slice renewal or return), never stale."""
@@ -412,12 +416,15 @@ class ClusterLedger(Escrow):
                 per = by_shard.setdefault(self.root_of(h[0]), {})
                 old = per.get(key)
                 per[key] = ((old[0] if old else ()) + (h,), expires_at)
+        path = "plain"
         if self.escrow:
             now = time.time()
             for name in by_shard:
                 self.shards.setdefault(name, Shard(name)).used_at = now
-            if self._in_slices(by_shard, now, loop):
+            path = self._in_slices(by_shard, now, loop)
+            if path is None:
                 return True
+        start = time.perf_counter()
         futures = []
         for name in sorted(by_shard):  # a fixed order: two requests spanning the same shards cannot starve each other
             shard = self.shards.setdefault(name, Shard(name))
@@ -430,7 +437,9 @@ class ClusterLedger(Escrow):
                 futures.append(fut)
             self._kick(shard)
         results = await asyncio.wait_for(asyncio.gather(*futures), timeout)
-        return all(results)
+        ok = all(results)
+        self.escrow_metrics.commit.labels(path if ok else "conflict").observe(time.perf_counter() - start)
+        return ok
 
     def _kick(self, shard: Shard) -> None:
         if not shard.flushing:
@@ -568,6 +577,8 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
 
     ledger = state.ledger
     attempts = 0
+    if ledger.escrow and not decision.allowed and cause is None:  # denied only because of other replicas' slices?
+        decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
     while review.taken and decision.allowed and cause is None:
         attempts += 1
         left = budget_end - time.perf_counter()
@@ -591,4 +602,6 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
             return (*rv.failure(review, mutate=mutate, state=state, cause="ledger_conflict", message=msg),
                     "ledger_conflict", attempts)
         decision, doc, cause = redo()
+        if ledger.escrow and not decision.allowed and cause is None:
+            decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
     return decision, doc, cause, attempts
