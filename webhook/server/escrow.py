@@ -25,12 +25,16 @@ import time
 
 ESCROW_PREFIX = "escrow/"
 WANT_PREFIX = "want/"  # a replica waiting for other replicas' slices; holds nothing
+# Wants go to a small ConfigMap beside the shard (`<shard>-want`, same label: listed and watched
+# like a shard, it holds no quota), so a want is a write of a few bytes, not of the shard's holds.
+WANT_SUFFIX = "-want"
 SLICE_TTL = 30.0  # a slice entry's expiry: what a dead replica's slice costs the others at most
 # A slice admits only while it outlives this: its pods are recorded (or seen) before it expires.
 # SETTLE (15 s, webhook/server/ledger.py) + 5 s; tests check it stays above SETTLE.
 SLICE_MARGIN = 20.0
 SLICE_RENEW = SLICE_TTL - SLICE_MARGIN - 5.0  # slice age at which the next admission queues a renewal (records its pods)
 SLICE_IDLE = 2.0  # seconds without a commit after which a slice that is not kept is returned
+SLICE_SPREAD = 2  # a slice is 1/SPREAD of a fair share of the free capacity: the rest stays for a replica that needs more, or joins
 SLICE_MIN = 2000  # milli-GPU: a smaller slice is not claimed (near a quota's end every pod is a compare-and-swap)
 KEEP_TICK = 1.0  # seconds between the keeper's looks at slices (claim, renew before SLICE_MARGIN, return)
 KEEP_MAX = 16  # shards a replica keeps a slice in while idle (most recently used first): idle renewals cost writes
@@ -55,7 +59,8 @@ class EscrowMetrics:
             "Time a request denied only because of other replicas' slices waited for them, by result "
             "(admitted, denied: decided again and still denied, timeout: its deadline came, gave_up: no holder answered).",
             ["result"], buckets=COMMIT_BUCKETS, registry=registry)
-        self.events = Counter("allot_ledger_slice_events", "Slice events: claimed, returned (on a want), kept (background write).",
+        self.events = Counter("allot_ledger_slice_events", "Slice events: claimed, returned (on a want), kept (a keeper's write queued), "
+                              "background_write (a write with no hold: slices, wants, prunes).",
                               ["event"], registry=registry)
         Gauge("allot_ledger_slice_admits", "Commits answered inside a slice, with no write.",
               registry=registry).set_function(lambda: ledger.slice_admits)
@@ -74,6 +79,7 @@ class Escrow:
         self.slice_admits = 0  # commits answered inside a slice, with no write
         self.kept: set[str] = set()  # shards the keeper keeps a slice in
         self._foreign_cache: dict[str, tuple] = {}
+        self._waiting: dict[tuple[str, str], int] = {}  # (shard, quota id) -> milli-GPU requested by requests waiting on a want
         self._emetrics: EscrowMetrics | None = None
 
     @property
@@ -91,26 +97,29 @@ class Escrow:
 
     # -- what the shard shows of the other replicas --
 
+    def _wants_of(self, shard) -> object:
+        """The want object beside `shard` (made on first use)."""
+        name = shard.name + WANT_SUFFIX
+        return self.shards.get(name) or self.shards.setdefault(name, self._new_shard(name))
+
     def _foreign(self, shard, now: float) -> tuple[bool, dict[str, list]]:
-        """(a live want is in the shard, quota id -> [(milli, expires_at)] of other replicas' live slices)."""
+        """(a live want is on the shard, quota id -> [(milli, expires_at)] of other replicas' live slices)."""
         cached = self._foreign_cache.get(shard.name)
         if cached is None or cached[0] is not shard.entries:
-            wants, slices = [], {}
+            slices: dict[str, list] = {}
             for key, entry in shard.entries.items():
-                if key.startswith(WANT_PREFIX):
-                    wants.append((entry[0], entry[2]))
-                elif key.startswith(ESCROW_PREFIX) and entry[2] != self.replica:
+                if key.startswith(ESCROW_PREFIX) and entry[2] != self.replica:
                     for h in entry[1]:
                         slices.setdefault(h[0], []).append((h[1], entry[0]))
-            cached = self._foreign_cache[shard.name] = (shard.entries, wants, slices)
-        _, wants, slices = cached
-        wanted = shard.wanting > 0 or any(exp > now for exp, _ in wants)
-        return wanted, {q: [s for s in per if s[1] > now] for q, per in slices.items()}
+            cached = self._foreign_cache[shard.name] = (shard.entries, slices)
+        wants = self.shards.get(shard.name + WANT_SUFFIX)
+        wanted = wants is not None and (wants.wanting > 0 or any(e[0] > now for e in wants.entries.values()))
+        return wanted, {q: [s for s in per if s[1] > now] for q, per in cached[1].items()}
 
     def _wanted_elsewhere(self, shard, now: float) -> bool:
-        """Whether another replica's live want is in the shard (this replica must return its slice)."""
-        self._foreign(shard, now)
-        return any(exp > now and who != self.replica for exp, who in self._foreign_cache[shard.name][1])
+        """Whether another replica's live want is on the shard (this replica must return its slice)."""
+        wants = self.shards.get(shard.name + WANT_SUFFIX)
+        return wants is not None and any(e[0] > now and e[2] != self.replica for e in wants.entries.values())
 
     # -- admitting inside a slice --
 
@@ -186,12 +195,19 @@ class Escrow:
             return {}
         quota = state_for(self.state.snapshot).quota  # the usage every decision on this snapshot checks
         others = {e[2] for e in shard.entries.values() if e[2] != self.replica and e[0] > now}
+        foreign = self._foreign(shard, now)[1]
         out = {}
         for spec in quota.specs:
             if (spec.nominal is None or spec.cohort or spec.per_model or spec.gpu_memory is not None
                     or self.root_of(spec.id) != shard.name):
                 continue
-            size = (spec.nominal - quota.used[spec.index]) // (2 * (1 + len(others)))
+            # What this replica may take: the free capacity not in other replicas' slices. Its
+            # fair share: 1 / SLICE_SPREAD of the free capacity counting those slices as free,
+            # split among the replicas writing the shard.
+            avail = spec.nominal - quota.used[spec.index]
+            held = sum(m for m, _ in foreign.get(spec.id, ()))
+            # A replica alone in the shard counts one more: another may be starting (its keeper claims soon).
+            size = min(avail, (avail + held) // (SLICE_SPREAD * (1 + max(1, len(others)))))
             size -= size % 1000  # whole GPUs: a fraction of one would be stranded by whole-GPU pods
             if size >= SLICE_MIN:
                 out[spec.id] = size
@@ -237,20 +253,29 @@ class Escrow:
     # -- returning on demand --
 
     def _escrow_read(self, shard) -> None:
-        """A read brought a newer version of `shard` (on the loop): give the slice back if another replica wants."""
+        """A read brought a newer version of `shard` or its want object (on the loop): give the slice back if another replica wants."""
+        if shard.name.endswith(WANT_SUFFIX):
+            shard = self.shards.get(shard.name[:-len(WANT_SUFFIX)])
+            if shard is None:
+                return
         if not (shard.slice or shard.unrecorded or (shard.flight and shard.flight["slice"])):
             return
         if self._wanted_elsewhere(shard, time.time()) and not self._queued_empty(shard):
             self.escrow_metrics.events.labels("returned").inc()
             self._kick_empty(shard, asyncio.get_running_loop())
 
-    def returnable(self, decision) -> dict[str, set] | None:
-        """shard -> quota ids whose other replicas' slices alone stand between `decision`'s denial and an admission; None: it stands."""
+    def returnable(self, decision, mine: dict | None = None) -> dict[tuple[str, str], int] | None:
+        """(shard, quota id) -> milli-GPU requested, where other replicas' slices alone stand between `decision`'s denial and an admission; None: it stands.
+
+        Requests already waiting on this replica come first: a denial whose request would not
+        fit even if every other replica's slice came back and the earlier waiters took their
+        share stands at once (`mine`: this request's own share of the waiting, when it waits).
+        """
         denials = decision.denials
         if decision.allowed or not denials:
             return None
         now = time.time()
-        out: dict[str, set] = {}
+        out: dict[tuple[str, str], int] = {}
         for r in denials:
             if r.code != "QuotaExceeded":
                 return None
@@ -259,9 +284,11 @@ class Escrow:
                 return None
             held = sum(m for m, _ in self._foreign(shard, now)[1].get(r.block, ()))
             d = r.data
-            if not held or d["used"] - held + d["requested"] > d["nominal"] + d["borrowable"]:
+            key = (shard.name, r.block)
+            ahead = self._waiting.get(key, 0) - (mine or {}).get(key, 0)
+            if not held or d["used"] - held + ahead + d["requested"] > d["nominal"] + d["borrowable"]:
                 return None
-            out.setdefault(shard.name, set()).add(r.block)
+            out[key] = d["requested"]
         return out
 
     async def slices_back(self, decision, redo, budget_end: float):
@@ -275,12 +302,15 @@ class Escrow:
         wanted = self.returnable(decision)
         if not wanted:
             return None
+        for key, milli in wanted.items():
+            self._waiting[key] = self._waiting.get(key, 0) + milli
         metrics = self.escrow_metrics
         start = time.perf_counter()
-        shards = [self.shards[n] for n in sorted(wanted)]
+        shards = [self.shards[n] for n in sorted({name for name, _ in wanted})]
         end = budget_end - max(0.05, 4 * max(s.write_s for s in shards))  # time left to commit what is admitted
         loop = asyncio.get_running_loop()
-        for s in shards:
+        wanting = [self._wants_of(s) for s in shards]
+        for s in wanting:
             s.wanting += 1
             want_exp = time.time() + max(0.0, end - start) + 1.0
             if want_exp > s.want_exp + 1.0 or s.wanting == 1:
@@ -292,7 +322,7 @@ class Escrow:
         try:
             while True:
                 nowp = time.perf_counter()
-                if landed is None and all(self.want_key in s.entries for s in shards):
+                if landed is None and all(self.want_key in s.entries for s in wanting):
                     landed = nowp
                 left = end - nowp
                 if left <= 0:
@@ -307,7 +337,7 @@ class Escrow:
                     wait = soonest - now + 0.05
                 elif landed is None:
                     wait = 0.05  # the want's own write lands unseen by the watch: look again soon
-                    for s in shards:
+                    for s in wanting:
                         if self.want_key not in s.entries and not self._queued_empty(s) and not s.flushing:
                             self._kick_empty(s, loop)  # the want's write lost a 409: write it again
                 else:
@@ -317,13 +347,15 @@ class Escrow:
                 if out[0].allowed or out[2] is not None:
                     result = "admitted" if out[0].allowed else "failed"
                     return out
-                if self.returnable(out[0]) is None:
+                if self.returnable(out[0], wanted) is None:
                     result = "denied"
                     return out
             return out
         finally:
             metrics.want.labels(result).observe(time.perf_counter() - start)
-            for s in shards:
+            for key, milli in wanted.items():
+                self._waiting[key] -= milli
+            for s in wanting:
                 s.wanting -= 1
                 if s.wanting == 0 and not self._queued_empty(s):
                     self._kick_empty(s, loop)  # drop the want: slices may be claimed again

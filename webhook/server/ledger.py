@@ -106,7 +106,8 @@ class ClusterLedger(Escrow):
 
     _new_shard = Shard
 
-    def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None) -> None:
+    def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None,
+                 escrow: bool | None = None) -> None:
         import copy
 
         from kubernetes import client
@@ -131,7 +132,7 @@ class ClusterLedger(Escrow):
         self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
         import os
 
-        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1"
+        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: on by default)
         self._escrow_setup()
         self._stopped = threading.Event()
 
@@ -508,6 +509,8 @@ class ClusterLedger(Escrow):
                 if newer(new_rv, shard.rv):  # (the watch may have shown this very write already)
                     before, shard.rv, shard.entries, shard.text = shard.entries, new_rv, entries, text
                     self._mirror(shard, before)  # only drops: other replicas' holds this write pruned
+                if self.escrow and all(b[0] is None for b in batch):
+                    self.escrow_metrics.events.labels("background_write").inc()  # no hold: a slice kept, renewed, returned; a want
                 _settle(batch, True)
         finally:
             shard.flushing = False
