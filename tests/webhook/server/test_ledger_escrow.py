@@ -7,10 +7,13 @@ the replicas run with ALLOT_LEDGER_ESCROW=1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post, until_ready
 from tests.webhook.server.test_ledger import replica as plain_replica
@@ -206,3 +209,58 @@ def test_a_slice_admits_only_while_its_pods_would_be_recorded_or_seen_before_it_
 
     assert SLICE_MARGIN >= SETTLE + 5.0  # every replica's watch shows an admitted pod before its slice stops counting
     assert 0 < SLICE_RENEW < SLICE_TTL - SLICE_MARGIN
+
+
+async def wave_of(clients, names, gpus: int) -> int:
+    """Like `wave`, with `gpus` per pod; GPUs admitted."""
+
+    async def one(i, name):
+        url, session = clients[i % len(clients)]
+        status, doc = await post(session, f"{url}/validate?timeout=10s", review(pod(name, gpus=gpus)))
+        assert status == 200
+        return gpus if doc["response"]["allowed"] else 0
+
+    return sum(await asyncio.gather(*(one(i, n) for i, n in enumerate(names))))
+
+
+WAVES = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 10), st.sampled_from([1, 2, 3])), min_size=1, max_size=4)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(waves=WAVES, ghosts=st.one_of(st.none(), st.integers(1, 6)))
+def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly(pki, policy_dir, waves, ghosts):
+    """Uneven waves to 3 replicas (one perhaps dead with a slice, after `ghosts` admissions): never over the quota at
+    any point or in any stored version; then 1-GPU pods fill exactly what the dead replica does not hold."""
+
+    async def scenario():
+        double = VersionedDouble()
+        url = await double.start()
+        try:
+            held_dead = 0
+            if ghosts is not None:
+                dead = plain_replica(policy_dir, url)
+                await dead.ledger.start()
+                await commit_unanswered(dead, ghosts)
+                await asyncio.sleep(0.1)
+                held_dead = sum(h[1] for e in shard_entries(double).values() if e[2] == dead.ledger.replica for h in e[1])
+                assert held_dead >= ghosts * 1000  # its admissions are covered by its hold and its slice
+            states = [plain_replica(policy_dir, url) for _ in range(2 if ghosts is not None else 3)]
+            async with contextlib.AsyncExitStack() as stack:
+                clients = []
+                for s in states:
+                    u, session, _ = await stack.enter_async_context(running(s, pki, tasks=(s.ledger.run,)))
+                    clients.append((u, session))
+                for s in states:
+                    await until_ready(s)
+                admitted = 0
+                for n, (who, count, gpus) in enumerate(waves):
+                    target = [clients[who % len(clients)]]
+                    admitted += await wave_of(target, [f"w{n}-{i}" for i in range(count)], gpus)
+                    assert admitted * 1000 + held_dead <= QUOTA * 1000
+                admitted += await wave_of(clients, [f"fill{i}" for i in range(QUOTA)], 1)
+                assert admitted * 1000 == QUOTA * 1000 - held_dead  # exact: no pod denied while a live slice could take it
+                assert_every_version_fits(double, QUOTA * 1000)
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
