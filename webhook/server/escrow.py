@@ -28,6 +28,11 @@ WANT_PREFIX = "want/"  # a replica waiting for other replicas' slices; holds not
 # Wants go to a small ConfigMap beside the shard (`<shard>-want`, same label: listed and watched
 # like a shard, it holds no quota), so a want is a write of a few bytes, not of the shard's holds.
 WANT_SUFFIX = "-want"
+# A holder's answer to a want, in the want object: `left/<replica>/<slice expiry>/<milli-GPU>` (holds nothing):
+# at most that much of its slice with that expiry can come back (it only shrinks: no slice grows while a
+# want lives). A denial that only that slice stood in the way of is then final at once, without waiting
+# for the holder's write that records the slice's pods and returns it.
+REPLY_PREFIX = "left/"
 SLICE_TTL = 30.0  # a slice entry's expiry: what a dead replica's slice costs the others at most
 # A slice admits only while it outlives this: its pods are recorded (or seen) before it expires.
 # SETTLE (15 s, webhook/server/ledger.py) + 5 s; tests check it stays above SETTLE.
@@ -79,6 +84,7 @@ class Escrow:
         self.slice_admits = 0  # commits answered inside a slice, with no write
         self.kept: set[str] = set()  # shards the keeper keeps a slice in
         self._foreign_cache: dict[str, tuple] = {}
+        self._reply: dict[str, str] = {}  # want object -> this replica's answer key in it
         self._waiting: dict[tuple[str, str], int] = {}  # (shard, quota id) -> milli-GPU requested by requests waiting on a want
         self._emetrics: EscrowMetrics | None = None
 
@@ -110,16 +116,36 @@ class Escrow:
             for key, entry in shard.entries.items():
                 if key.startswith(ESCROW_PREFIX) and entry[2] != self.replica:
                     for h in entry[1]:
-                        slices.setdefault(h[0], []).append((h[1], entry[0]))
+                        slices.setdefault(h[0], []).append((h[1], entry[0], entry[2]))
             cached = self._foreign_cache[shard.name] = (shard.entries, slices)
         wants = self.shards.get(shard.name + WANT_SUFFIX)
-        wanted = wants is not None and (wants.wanting > 0 or any(e[0] > now for e in wants.entries.values()))
+        wanted = wants is not None and (wants.wanting > 0 or any(
+            e[0] > now and k.startswith(WANT_PREFIX) for k, e in wants.entries.items()))
         return wanted, {q: [s for s in per if s[1] > now] for q, per in cached[1].items()}
 
     def _wanted_elsewhere(self, shard, now: float) -> bool:
         """Whether another replica's live want is on the shard (this replica must return its slice)."""
         wants = self.shards.get(shard.name + WANT_SUFFIX)
-        return wants is not None and any(e[0] > now and e[2] != self.replica for e in wants.entries.values())
+        return wants is not None and any(e[0] > now and e[2] != self.replica and k.startswith(WANT_PREFIX)
+                                         for k, e in wants.entries.items())
+
+    def _answers(self, shard, now: float) -> dict[tuple[str, float], int]:
+        """(replica, slice expiry) -> milli-GPU that replica says can still come back of that slice."""
+        wants = self.shards.get(shard.name + WANT_SUFFIX)
+        out = {}
+        for key in (wants.entries if wants is not None else ()):
+            if key.startswith(REPLY_PREFIX):
+                parts = key.split("/")
+                try:
+                    out[(parts[1], float(parts[2]))] = int(parts[3])
+                except (IndexError, ValueError):
+                    continue  # not as Allot writes it: ignored
+        return out
+
+    def _returnable_of(self, shard, qid: str, now: float) -> int:
+        """Milli-GPU of `qid` that other replicas' slices in `shard` could give back: each slice whole, or what its holder says is left."""
+        answers = self._answers(shard, now)
+        return sum(min(m, answers.get((who, exp), m)) for m, exp, who in self._foreign(shard, now)[1].get(qid, ()))
 
     # -- admitting inside a slice --
 
@@ -162,6 +188,9 @@ class Escrow:
             left = sum(shard.slice.values()) - sum(shard.spent.values())
             if (now - shard.slice_at >= SLICE_RENEW or 2 * left < sum(shard.slice.values())) and not shard.pending:
                 self._kick_empty(shard, loop)  # renew early, in the background: the next admissions need no wait
+            if left <= 0 or (shard.flight is not None and sum(shard.flight["spent"].values()) >= sum(shard.slice.values())
+                             - sum(shard.spent.values())):
+                self._answer(shard, 0, loop)  # spent: say so now, so others' denials need not wait for it
         self.slice_admits += 1
         return None
 
@@ -205,7 +234,7 @@ class Escrow:
             # fair share: 1 / SLICE_SPREAD of the free capacity counting those slices as free,
             # split among the replicas writing the shard.
             avail = spec.nominal - quota.used[spec.index]
-            held = sum(m for m, _ in foreign.get(spec.id, ()))
+            held = sum(m for m, *_ in foreign.get(spec.id, ()))
             # A replica alone in the shard counts one more: another may be starting (its keeper claims soon).
             size = min(avail, (avail + held) // (SLICE_SPREAD * (1 + max(1, len(others)))))
             size -= size % 1000  # whole GPUs: a fraction of one would be stranded by whole-GPU pods
@@ -215,6 +244,18 @@ class Escrow:
 
     def _escrowed(self, shard, entries: dict, now: float) -> dict:
         """Add the slice's unrecorded pods, the new slice and this replica's want to `entries`; returns the flight record."""
+        if shard.name.endswith(WANT_SUFFIX):  # a want object: this replica's want and its answer to others' wants
+            mine = f"{REPLY_PREFIX}{self.replica}/"
+            for key in [k for k in entries if k.startswith(mine)]:
+                del entries[key]
+            answer = self._reply.get(shard.name)
+            if answer is not None and float(answer.split("/")[2]) > now:
+                entries[answer] = [float(answer.split("/")[2]), [], self.replica, None]
+            if shard.wanting > 0:
+                entries[self.want_key] = [shard.want_exp, [], self.replica, None]
+            else:
+                entries.pop(self.want_key, None)
+            return {"slice": {}, "exp": 0.0, "spent": {}, "recorded": {}, "at": now}
         recorded = dict(shard.unrecorded)
         for key, (holds, expires_at) in recorded.items():
             entries.setdefault(key, [expires_at, [list(h) for h in holds], self.replica, None])
@@ -260,9 +301,26 @@ class Escrow:
                 return
         if not (shard.slice or shard.unrecorded or (shard.flight and shard.flight["slice"])):
             return
-        if self._wanted_elsewhere(shard, time.time()) and not self._queued_empty(shard):
+        if not self._wanted_elsewhere(shard, time.time()):
+            return
+        loop = asyncio.get_running_loop()
+        if shard.slice:  # answer at once, in the small want object: what of the slice in the shard can come back
+            spent = sum(shard.spent.values()) + (sum(shard.flight["spent"].values()) if shard.flight else 0)
+            self._answer(shard, max(0, sum(shard.slice.values()) - spent), loop)
+        if not self._queued_empty(shard):
             self.escrow_metrics.events.labels("returned").inc()
-            self._kick_empty(shard, asyncio.get_running_loop())
+            self._kick_empty(shard, loop)
+
+    def _answer(self, shard, left: int, loop) -> None:
+        """Write, in the want object, that at most `left` of this replica's slice in `shard` (as written) can come back."""
+        wants = self._wants_of(shard)
+        answer = f"{REPLY_PREFIX}{self.replica}/{shard.slice_exp!r}/{left}"
+        if self._reply.get(wants.name) == answer or answer in wants.entries:
+            return
+        self._reply[wants.name] = answer
+        self.escrow_metrics.events.labels("answered").inc()
+        if not self._queued_empty(wants):
+            self._kick_empty(wants, loop)
 
     def returnable(self, decision, mine: dict | None = None) -> dict[tuple[str, str], int] | None:
         """(shard, quota id) -> milli-GPU requested, where other replicas' slices alone stand between `decision`'s denial and an admission; None: it stands.
@@ -282,7 +340,7 @@ class Escrow:
             shard = self.shards.get(self.root_of(r.block))
             if shard is None:
                 return None
-            held = sum(m for m, _ in self._foreign(shard, now)[1].get(r.block, ()))
+            held = self._returnable_of(shard, r.block, now)
             d = r.data
             key = (shard.name, r.block)
             ahead = self._waiting.get(key, 0) - (mine or {}).get(key, 0)
@@ -329,7 +387,7 @@ class Escrow:
                     break
                 if landed is not None and nowp - landed > WANT_PATIENCE:
                     now = time.time()
-                    soonest = min((exp for s in shards for per in self._foreign(s, now)[1].values() for _, exp in per),
+                    soonest = min((exp for s in shards for per in self._foreign(s, now)[1].values() for _, exp, _ in per),
                                   default=float("inf"))
                     if soonest - now > left:
                         result = "gave_up"
@@ -342,7 +400,7 @@ class Escrow:
                             self._kick_empty(s, loop)  # the want's write lost a 409: write it again
                 else:
                     wait = landed + WANT_PATIENCE - nowp
-                await _next_read(shards, min(wait, left))
+                await _next_read(shards + wanting, min(wait, left))
                 out = redo()
                 if out[0].allowed or out[2] is not None:
                     result = "admitted" if out[0].allowed else "failed"
