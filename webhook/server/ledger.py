@@ -422,7 +422,7 @@ class ClusterLedger(Escrow):
             now = time.time()
             for name in by_shard:
                 self.shards.setdefault(name, Shard(name)).used_at = now
-            path = self._in_slices(by_shard, now, loop)
+            path = await self.admit_in_slices(by_shard, now, loop, timeout)
             if path is None:
                 return True
         start = time.perf_counter()

@@ -264,3 +264,46 @@ def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly
             await double.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_denial_waits_only_for_what_other_slices_could_give_back(policy_dir):
+    """The honest-denial rule, on shard contents as another replica would write them (no server needed)."""
+    from webhook.server import review as rv
+    from webhook.server.escrow import REPLY_PREFIX, WANT_SUFFIX
+
+    async def scenario():
+        state = plain_replica(policy_dir, "http://127.0.0.1:9")  # never called: the shards are loaded by hand
+        ledger = state.ledger
+        exp = time.time() + 30.0
+        slice_entry = [exp, [["quota team-a", QUOTA * 1000, 0, None, QUOTA * 1000]], "other", None]
+        shard = ledger.shards.setdefault(SHARD, ledger._new_shard(SHARD))
+        ledger._load(shard, {"metadata": {"resourceVersion": "5"},
+                             "data": {"holds": orjson.dumps({f"{ESCROW_PREFIX}other": slice_entry}).decode()}})
+
+        def denial():
+            r = rv.decode(orjson.dumps(review(pod("x", gpus=2))), state)
+            decision = rv.decide(r, mutate=False, state=state, now=time.time())
+            assert not decision.allowed and [d.code for d in decision.denials] == ["QuotaExceeded"]
+            return decision
+
+        key = (SHARD, "quota team-a")
+        assert ledger.returnable(denial()) == {key: 2000}  # all of the quota sits in the other replica's slice
+        ledger._waiting[key] = (QUOTA - 1) * 1000  # 63 GPUs asked before it, 2 by it: more than the 64 that could come back
+        assert ledger.returnable(denial()) is None  # the requests waiting before it would take all that could come back
+        ledger._waiting[key] = 0
+
+        def answer(left: int) -> None:
+            wants = ledger._wants_of(shard)
+            text = orjson.dumps({f"{REPLY_PREFIX}other/{exp!r}/{left}": [exp, [], "other", None]}).decode()
+            ledger._load(wants, {"metadata": {"resourceVersion": str(6 + left)}, "data": {"holds": text}})
+
+        answer(3000)
+        assert ledger.returnable(denial()) == {key: 2000}  # 3 GPUs can still come back: worth waiting for
+        answer(1000)
+        assert ledger.returnable(denial()) is None  # 1 GPU left of the slice cannot cover 2: final at once
+        answer(0)
+        assert ledger.returnable(denial()) is None
+        assert not ledger._wanted_elsewhere(shard, time.time())  # an answer is not a want
+        assert shard.name + WANT_SUFFIX in ledger.shards
+
+    asyncio.run(scenario())
