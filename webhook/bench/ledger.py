@@ -93,10 +93,8 @@ def _waits(before: dict, after: dict) -> dict:
         if n <= 0:
             continue
 
-        def over(le: str) -> int:
-            return n - (per.get(le, 0) - old.get(le, 0))
-
-        out[what] = {"n": n, "over_20ms": over("0.02"), "over_50ms": over("0.05"), "over_100ms": over("0.1")}
+        over = {le: n - (per.get(le, 0) - old.get(le, 0)) for le in ("0.02", "0.05", "0.1")}
+        out[what] = {"n": n, "over_20ms": over["0.02"], "over_50ms": over["0.05"], "over_100ms": over["0.1"]}
     return out
 
 
