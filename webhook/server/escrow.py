@@ -457,7 +457,8 @@ class Escrow:
         """Background task: claim a slice in the sliced quotas' shards, renew it before it stops admitting, return what idles unkept."""
         loop = asyncio.get_running_loop()
         while True:
-            if self.synced:
+            cluster = getattr(self.state, "cluster", None)
+            if self.synced and (cluster is None or cluster.synced):  # sized from a complete view of live pods only
                 try:
                     self._keep_once(time.time(), loop)
                 except Exception:  # noqa: BLE001 - a policy mid-reload: looked at again next tick
