@@ -132,7 +132,7 @@ class ClusterLedger(Escrow):
         self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
         import os
 
-        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: on by default)
+        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: --ledger-escrow)
         self._escrow_setup()
         self._stopped = threading.Event()
 

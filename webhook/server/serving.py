@@ -56,7 +56,7 @@ class ServeOptions:
     max_body: int = DEFAULT_MAX_BODY
     reuse_port: bool = False  # SO_REUSEPORT: `--workers` processes share one port
     ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
-    ledger_escrow: bool = True  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
+    ledger_escrow: bool = False  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
     extra_sans: tuple[str, ...] = field(default=())
 
 
