@@ -244,6 +244,10 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
     # keep slices ahead of demand (with escrow): those are not holds of the burst.
     assert not {k: v for k, v in holds.items() if not k.startswith("escrow/") or v[2] == killed_id}
     more = _creates(core, ns, [f"m{i}" for i in range(2 * QUOTA)])
-    assert created + more == QUOTA == len(core.list_namespaced_pod(ns).items)  # the whole quota, no more, no less
+    stored = len(core.list_namespaced_pod(ns).items)
+    allowed = {s.port: sorted(d["name"] for d in s.decisions() if d.get("namespace") == ns and d.get("result") == "allowed"
+                              and not d.get("dry_run") and str(d.get("name", "")).startswith("m")) for s in survivors}
+    # the whole quota, no more, no less (on failure: who admitted which of the second wave)
+    assert created + more == QUOTA == stored, (created, more, stored, allowed)
     now = time.time()
     assert all(v[0] > now for v in _shard_holds(core, replicas["ledger_ns"], "ledger-kill").values())
