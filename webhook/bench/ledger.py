@@ -1,6 +1,6 @@
 """`allot bench ledger`: two (or `--replicas N`) `allot serve --ledger` replicas against one quota, through the API double.
 
-    allot bench ledger [--quota N] [--concurrency C] [--replicas R] [--escrow] [--json]
+    allot bench ledger [--quota N] [--concurrency C] [--replicas R] [--escrow | --no-escrow] [--json]
 
 The Kubernetes API double starts (webhook/bench/apidouble.py, plain HTTP on loopback;
 or `--kubeconfig` a real API server), then R `allot serve --kubeconfig ... --ledger allot-system`
@@ -39,8 +39,11 @@ def add_arguments(parser) -> None:
     """Options of the ledger benchmark."""
     parser.add_argument("--quota", type=int, default=2000, help="GPUs in the one quota; 1.25x as many pods are sent (default 2000)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per replica (default 16)")
-    parser.add_argument("--escrow", action="store_true",
-                        help="replicas claim slices of the quota and admit inside them (ALLOT_LEDGER_ESCROW=1)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--escrow", dest="escrow", action="store_true", default=False,
+                       help="replicas run with --ledger-escrow: they keep slices of the quota and admit inside them")
+    group.add_argument("--no-escrow", dest="escrow", action="store_false",
+                       help="replicas run with --no-ledger-escrow (serve's default): a compare-and-swap per admission")
     parser.add_argument("--replicas", type=int, default=2, help="replicas writing the one shard, 2..4 (default 2)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")
@@ -57,8 +60,8 @@ def _kubeconfig(path: pathlib.Path, port: int) -> None:
 
 
 def _counters(ports: list[int], ctx) -> dict:
-    """Ledger writes, conflicts and seconds spent in successful writes, summed over the replicas' own metrics."""
-    out = {"writes": 0, "conflicts": 0, "write_seconds": 0.0}
+    """Ledger writes, conflicts, seconds spent in successful writes and the commit/want wait histograms, summed over the replicas."""
+    out = {"writes": 0, "conflicts": 0, "write_seconds": 0.0, "background": 0, "waits": {}}
     for port in ports:
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
             for line in r.read().decode().splitlines():
@@ -66,8 +69,32 @@ def _counters(ports: list[int], ctx) -> dict:
                     out["writes"] += int(float(line.rsplit(" ", 1)[1]))
                 elif line.startswith('allot_ledger_writes_total{result="conflict"}'):
                     out["conflicts"] += int(float(line.rsplit(" ", 1)[1]))
+                elif line.startswith('allot_ledger_slice_events_total{event="background_write"}'):
+                    out["background"] += int(float(line.rsplit(" ", 1)[1]))
                 elif line.startswith("allot_ledger_write_seconds_sum"):
                     out["write_seconds"] += float(line.rsplit(" ", 1)[1])
+                elif line.startswith(("allot_ledger_commit_seconds_bucket{", "allot_ledger_want_seconds_bucket{")):
+                    labels, value = line[line.index("{") + 1:].rsplit("} ", 1)
+                    fields = dict(kv.split("=", 1) for kv in labels.split(","))
+                    what = ("want " if line.startswith("allot_ledger_want") else "") + (
+                        fields.get("path") or fields.get("result") or "").strip('"')
+                    le = fields["le"].strip('"')
+                    per = out["waits"].setdefault(what, {})
+                    per[le] = per.get(le, 0) + int(float(value))
+    return out
+
+
+def _waits(before: dict, after: dict) -> dict:
+    """Per commit path (and want result): how many waited, and how many more than 20 / 50 / 100 ms, in the phase."""
+    out = {}
+    for what, per in after.items():
+        old = before.get(what, {})
+        n = per.get("+Inf", 0) - old.get("+Inf", 0)
+        if n <= 0:
+            continue
+
+        over = {le: n - (per.get(le, 0) - old.get(le, 0)) for le in ("0.02", "0.05", "0.1")}
+        out[what] = {"n": n, "over_20ms": over["0.02"], "over_50ms": over["0.05"], "over_100ms": over["0.1"]}
     return out
 
 
@@ -147,7 +174,7 @@ def run(args) -> int:
     pdir = work / "policies"
     pdir.mkdir()
     (pdir / "q.policy").write_text(f'quota team-a {{\n  for namespace matches "team-a*"\n  gpus {args.quota}\n}}\n')
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ALLOT_LEDGER_ESCROW": "1" if args.escrow else "0"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs: list[subprocess.Popen] = []
     ledger_ns, core = NS, None
     kubeconfig = args.kubeconfig or str(work / "kubeconfig")
@@ -174,7 +201,7 @@ def run(args) -> int:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "webhook", "serve", "--policy", str(pdir), "--kubeconfig", kubeconfig,
                      "--ledger", ledger_ns, "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
-                     "--decision-log", "off"], stdout=subprocess.DEVNULL, stderr=fe, env=env))
+                     "--decision-log", "off", "--ledger-escrow" if args.escrow else "--no-ledger-escrow"], stdout=subprocess.DEVNULL, stderr=fe, env=env))
             ports.append(wait_port(err, procs[-1], "allot serve: listening on"))
         for p in ports:
             _ready(p, ctx)
@@ -184,16 +211,22 @@ def run(args) -> int:
 
         async def main() -> None:
             await _load(ports, ctx, [_body(f"w{i}", True) for i in range(400)], args.concurrency)  # warm-up
-            w0 = _counters(ports, ctx)["writes"]
+            w0 = _counters(ports, ctx)
             out["stateless"] = await _load(ports, ctx, [_body(f"d{i}", True) for i in range(args.quota)], args.concurrency)
-            out["stateless"]["writes"] = _counters(ports, ctx)["writes"] - w0
+            w1 = _counters(ports, ctx)
+            # Writes carrying a hold: none may come from a dryRun decision. (Escrow's keeper renews
+            # slices in the background meanwhile: writes with no hold, counted apart.)
+            out["stateless"]["background"] = w1["background"] - w0["background"]
+            out["stateless"]["writes"] = w1["writes"] - w0["writes"] - out["stateless"]["background"]
             c0 = _counters(ports, ctx)
             sent = args.quota + args.quota // 4
             out["stateful"] = await _load(ports, ctx, [_body(f"p{i}", False) for i in range(sent)], args.concurrency)
             c1 = _counters(ports, ctx)
             out["stateful"]["writes"] = c1["writes"] - c0["writes"]
+            out["stateful"]["background"] = c1["background"] - c0["background"]
             out["stateful"]["conflicts"] = c1["conflicts"] - c0["conflicts"]
             out["stateful"]["write_seconds"] = c1["write_seconds"] - c0["write_seconds"]
+            out["stateful"]["waits"] = _waits(c0["waits"], c1["waits"])
 
         run_loop(main)
     except Exception as exc:  # noqa: BLE001 - a process that would not start, an API server that refused
@@ -226,9 +259,12 @@ def run(args) -> int:
         "stateless_p50_ms": st["p50_ms"], "stateless_p99_ms": st["p99_ms"],
         "added_p99_ms": sf["p99_ms"] - st["p99_ms"],
         "ledger_writes": sf["writes"], "conflicts": sf["conflicts"], "stateless_writes": st["writes"],
+        "background_writes": sf["background"], "stateless_background_writes": st["background"],
         "conflict_rate": sf["conflicts"] / max(1, sf["writes"] + sf["conflicts"]),  # 409s among all write attempts
         "holds_per_write": admitted / max(1, sf["writes"]),
         "write_mean_ms": 1000 * sf["write_seconds"] / max(1, sf["writes"]),
+        "waits": sf["waits"],  # commits by path, want waits by result: counts over 20 / 50 / 100 ms
+        "load_average": os.getloadavg()[0],
     }
     ok = (figures["over_admitted"] == 0 and figures["admitted_per_s"] >= BUDGET_RATE
           and figures["added_p99_ms"] <= BUDGET_P99_MS and figures["stateless_writes"] == 0)
@@ -237,7 +273,7 @@ def run(args) -> int:
         print(json.dumps(figures))
         return 0 if ok else 1
     print(f"allot bench ledger: {args.replicas} replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
-          f"{args.concurrency} connections per replica{', escrow' if args.escrow else ''} ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
+          f"{args.concurrency} connections per replica, {'escrow' if args.escrow else 'no escrow'} ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
     print(f"  admitted           {admitted} of {args.quota}  (over-admitted {figures['over_admitted']}, "
           f"under {figures['under_admitted']})")
     print(f"  admitted pods/s    {figures['admitted_per_s']:.0f}   (budget >= {BUDGET_RATE:.0f})")
@@ -246,7 +282,12 @@ def run(args) -> int:
           f"{figures['write_mean_ms']:.1f} ms each)")
     print(f"  409 conflicts      {sf['conflicts']} of {sf['writes'] + sf['conflicts']} write attempts "
           f"({100 * figures['conflict_rate']:.0f} %)")
-    print(f"  stateless p50/p99  {st['p50_ms']:.2f} / {st['p99_ms']:.2f} ms   ({st['writes']} ledger writes)")
+    print(f"  stateless p50/p99  {st['p50_ms']:.2f} / {st['p99_ms']:.2f} ms   ({st['writes']} ledger writes with a hold; "
+          f"{st['background']} background slice writes)")
     print(f"  added p99          {figures['added_p99_ms']:.2f} ms   (budget <= {BUDGET_P99_MS:.0f})")
+    for what, w in sorted(sf["waits"].items()):
+        print(f"  waited: {what:<14} {w['n']:>5} commits, {w['over_20ms']} over 20 ms, {w['over_50ms']} over 50, "
+              f"{w['over_100ms']} over 100")
+    print(f"  load average       {figures['load_average']:.2f}")
     print("  within budget" if ok else "  OVER BUDGET")
     return 0 if ok else 1

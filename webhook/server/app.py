@@ -118,7 +118,9 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
                 decision, doc, cause = await _decide(
                     review, mutate=mutate, state=state, now=now, budget=budget, executor=executor
                 )
-            if review.taken and state.ledger is not None:  # holds to commit before "allowed" leaves
+            # Holds to commit before "allowed" leaves; with escrow, a denial may wait for other replicas' slices.
+            if state.ledger is not None and (review.taken or (review.taken is not None and state.ledger.escrow
+                                                               and not decision.allowed)):
                 decision, doc, cause, review.attempts = await decide_committed(
                     review, decision, doc, cause, mutate=mutate, state=state, now=now, budget_end=start + allowance,
                     redo=lambda: _timed_answer(review, mutate, state, now),

@@ -44,6 +44,7 @@ import orjson
 from policy.blocks.holdbook import book_of
 from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
 from webhook.server import ledger_gangs, ledger_ops
+from webhook.server.escrow import Escrow
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
@@ -55,14 +56,6 @@ MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers wi
 RELEASE_TRIES = 16  # writes of a release (never awaited) before it is left to the entry's expiry
 PRUNE_INTERVAL = 5.0
 WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
-# Escrow (opt-in: ALLOT_LEDGER_ESCROW=1): a replica claims a slice of a quota's free capacity in
-# its shard, under `escrow/<replica>`, and admits inside it with no write per pod.
-ESCROW_PREFIX = "escrow/"
-SLICE_TTL = 30.0  # a slice entry's expiry: what a dead replica's slice costs the others at most
-SLICE_MARGIN = SETTLE + 5.0  # a slice admits only while it outlives this: its pods are recorded (or seen) before it expires
-SLICE_RENEW = SLICE_TTL - SLICE_MARGIN - 5.0  # slice age at which the next admission queues a renewal (records its pods)
-SLICE_IDLE = 2.0  # seconds without a commit after which a replica returns its slice
-SLICE_MIN = 2000  # milli-GPU: a smaller slice is not claimed (near a quota's end every pod is a compare-and-swap)
 
 
 class LedgerUnavailable(Exception):
@@ -117,6 +110,8 @@ class Shard:
     unrecorded: dict[str, tuple] = field(default_factory=dict)  # key -> (holds, expires_at): admitted in the slice, not written
     flight: dict | None = None  # the write in flight: {"slice", "exp", "spent", "recorded"}
     used_at: float = 0.0  # the last commit of a hold to this shard (an idle slice is returned)
+    wanting: int = 0  # requests of this replica waiting for other replicas' slices (a want entry is written)
+    want_exp: float = 0.0
 
 
 @dataclass(eq=False)
@@ -130,10 +125,13 @@ class Changes:
     gangs: list = field(default_factory=list)  # GangChange: gang domains newly held (the gangs shard only)
 
 
-class ClusterLedger:
+class ClusterLedger(Escrow):
     """Reads, watches and writes the shards through a `kubernetes` ApiClient; mirrors other replicas' holds into `holds`."""
 
-    def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None) -> None:
+    _new_shard = Shard
+
+    def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None,
+                 escrow: bool | None = None) -> None:
         import copy
 
         from kubernetes import client
@@ -158,9 +156,8 @@ class ClusterLedger:
         self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
         import os
 
-        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1"
-        self.escrow_key = f"{ESCROW_PREFIX}{self.replica}"
-        self.slice_admits = 0  # commits answered inside a slice, with no write
+        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: --ledger-escrow)
+        self._escrow_setup()
         self.seq = 0  # numbers this replica's workload changes (an entry's `seq` shows the last one written)
         self.unlanded: dict[tuple[str, str], list] = {}  # (shard, workload key) -> [(seq, change)] not written yet
         self.deferred: set[str] = set()  # gang entries read before the cluster state was listed
@@ -208,7 +205,7 @@ class ClusterLedger:
                 continue
             entry = new.get(key)
             per = self.remote.get(key)
-            if entry is None or entry[2] == self.replica or entry[0] <= now:
+            if entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]:  # (a want holds nothing)
                 if per is not None and shard.name in per:
                     del per[shard.name]
                     changed.add(key)
@@ -328,6 +325,8 @@ class ClusterLedger:
             if stale:
                 shard.pending = [b for b in shard.pending if b[4] >= shard.read_at]
                 _settle(stale, False)
+        if self.escrow:
+            self._escrow_read(shard)
         if shard.changed is not None:
             shard.changed.set()
             shard.changed = None
@@ -459,6 +458,7 @@ class ClusterLedger:
         loop = asyncio.get_running_loop()
         thread = threading.Thread(target=self._watch_thread, args=(loop,), name="allot-ledger-watch", daemon=True)
         thread.start()
+        keeper = loop.create_task(self.keep_slices()) if self.escrow else None  # claim, renew, return slices
         try:
             while True:
                 await asyncio.sleep(PRUNE_INTERVAL)
@@ -466,10 +466,6 @@ class ClusterLedger:
                     self._mirror_deferred()
                 now = time.time()
                 for shard in list(self.shards.values()):
-                    if self.escrow and not shard.flushing and (shard.unrecorded or shard.slice) and (
-                            now - shard.used_at >= SLICE_IDLE or shard.slice_exp - now < SLICE_MARGIN):
-                        self._kick_empty(shard, loop)  # record the slice's pods; return the slice if idle
-                        continue
                     if not shard.flushing and any(self._droppable(k, e, now) or self._newly_seen(k, e)
                                                   for k, e in shard.entries.items()):
                         shard.pruned_at = 0.0
@@ -478,6 +474,8 @@ class ClusterLedger:
                         self._kick(shard)
         finally:
             self._stopped.set()
+            if keeper is not None:
+                keeper.cancel()
 
     def _kick_empty(self, shard: Shard, loop) -> None:
         """Queue a write with no hold of its own (a prune, a slice renewal or return), never stale."""
@@ -557,12 +555,15 @@ class ClusterLedger:
                 futures.append(self._queue(shard, part, view, loop))
             results = await asyncio.wait_for(asyncio.gather(*futures), timeout)
             return all(results)
+        path = "plain"
         if self.escrow:
             now = time.time()
             for name in by_shard:
                 self.shards.setdefault(name, Shard(name)).used_at = now
-            if self._in_slices(by_shard, now, loop):
+            path = await self.admit_in_slices(by_shard, now, loop, timeout)
+            if path is None:
                 return True
+        start = time.perf_counter()
         futures = []
         for name in sorted(by_shard):  # a fixed order: two requests spanning the same shards cannot starve each other
             shard = self.shards.setdefault(name, Shard(name))
@@ -575,7 +576,9 @@ class ClusterLedger:
                 futures.append(fut)
             self._kick(shard)
         results = await asyncio.wait_for(asyncio.gather(*futures), timeout)
-        return all(results)
+        ok = all(results)
+        self.escrow_metrics.commit.labels(path if ok else "conflict").observe(time.perf_counter() - start)
+        return ok
 
     def _split(self, changes: list, by_shard: dict, release: bool = False) -> dict[str, Changes]:
         """Shard name -> the part of `changes` (numbered) and of the pod holds `by_shard` it holds."""
@@ -659,100 +662,6 @@ class ClusterLedger:
                         del self.unlanded[(shard.name, change.key)]
         for key in keys:
             self._recompute(key)
-
-    def _in_slices(self, by_shard: dict, now: float, loop) -> bool:
-        """Admit inside this replica's slices if every shard's part fits its slice; no write. False: the normal path.
-
-        Safe without a view check: the slice was written with a compare-and-swap against the
-        shard's holds and the quota's free capacity, and every other replica counts it whole.
-        While a write is in flight (it will replace the slice), an admission must fit both the
-        slice written and the one being written, so it is covered whichever way the write ends.
-        """
-        need: dict[str, dict[str, int]] = {}
-        for name, per in by_shard.items():
-            shard = self.shards[name]
-            exp = min(shard.slice_exp, shard.flight["exp"]) if shard.flight else shard.slice_exp
-            if not shard.slice or exp - now < SLICE_MARGIN:
-                return False
-            want = need.setdefault(name, {})
-            for holds, _ in per.values():
-                for h in holds:
-                    want[h[0]] = want.get(h[0], 0) + h[1]
-            for qid, milli in want.items():
-                spent = shard.spent.get(qid, 0)
-                if shard.flight is not None:
-                    extra = shard.flight["spent"].get(qid, 0)
-                    if extra + milli > shard.flight["slice"].get(qid, 0):
-                        return False
-                    spent += extra
-                if spent + milli > shard.slice.get(qid, 0):
-                    return False
-        for name, per in by_shard.items():
-            shard = self.shards[name]
-            into = shard.flight["spent"] if shard.flight is not None else shard.spent
-            for qid, milli in need[name].items():
-                into[qid] = into.get(qid, 0) + milli
-            for key, (holds, expires_at) in per.items():
-                shard.unrecorded[key] = (holds, expires_at)
-            left = sum(shard.slice.values()) - sum(shard.spent.values())
-            if now - shard.slice_at >= SLICE_RENEW or 2 * left < sum(shard.slice.values()):
-                if not shard.pending:
-                    self._kick_empty(shard, loop)  # renew early, in the background: the next admissions need no wait
-        self.slice_admits += 1
-        return True
-
-    def _slice_for(self, shard: Shard, now: float) -> dict[str, int]:
-        """The slice to claim in this write: per quota of the shard, free capacity / (2 x replicas writing it); {} when idle.
-
-        Only quotas whose checks are a plain nominal (no cohort, no per-model or memory cap)
-        are sliced: a slice is counted in milli-GPU only. Free capacity is what this replica's
-        engine sees: live pods, its own holds and every other replica's holds and slices.
-        """
-        if now - shard.used_at >= SLICE_IDLE:
-            return {}
-        state_for = getattr(self.state.engine, "state_for", None)
-        if state_for is None:  # a stand-in engine: nothing to size a slice by
-            return {}
-        quota = state_for(self.state.snapshot).quota  # the usage every decision on this snapshot checks
-        others = {e[2] for e in shard.entries.values() if e[2] != self.replica and e[0] > now}
-        out = {}
-        for spec in quota.specs:
-            if (spec.nominal is None or spec.cohort or spec.per_model or spec.gpu_memory is not None
-                    or self.root_of(spec.id) != shard.name):
-                continue
-            size = (spec.nominal - quota.used[spec.index]) // (2 * (1 + len(others)))
-            size -= size % 1000  # whole GPUs: a fraction of one would be stranded by whole-GPU pods
-            if size >= SLICE_MIN:
-                out[spec.id] = size
-        return out
-
-    def _escrowed(self, shard: Shard, entries: dict, now: float) -> dict:
-        """Add the slice's unrecorded pods and the new slice to `entries`; returns the flight record."""
-        recorded = dict(shard.unrecorded)
-        for key, (holds, expires_at) in recorded.items():
-            entries.setdefault(key, [expires_at, [list(h) for h in holds], self.replica, None])
-        new = self._slice_for(shard, now)
-        exp = now + SLICE_TTL
-        if new:
-            entries[self.escrow_key] = [exp, [[q, m, 0, None, m] for q, m in sorted(new.items())], self.replica, None]
-        else:
-            entries.pop(self.escrow_key, None)
-        return {"slice": new, "exp": exp if new else 0.0, "spent": {}, "recorded": recorded, "at": now}
-
-    def _landed(self, shard: Shard, ok: bool) -> None:
-        """The write in flight ended: on success its slice replaces the old one; else what it spent stays on the old."""
-        flight, shard.flight = shard.flight, None
-        if flight is None:
-            return
-        if ok:
-            shard.slice, shard.slice_exp, shard.slice_at = flight["slice"], flight["exp"], flight["at"]
-            shard.spent = flight["spent"]
-            for key, held in flight["recorded"].items():
-                if shard.unrecorded.get(key) is held:
-                    del shard.unrecorded[key]
-        else:
-            for qid, milli in flight["spent"].items():
-                shard.spent[qid] = shard.spent.get(qid, 0) + milli
 
     def _apply(self, part: Changes, entries: dict) -> bool:
         """Apply one request's workload changes and pod holds to `entries` (the write being built); False, unchanged, if a take is not covered."""
@@ -883,6 +792,8 @@ class ClusterLedger:
                     late = [c for b in parts if b[3].done() and not b[0].release for _, c, _ in b[0].changes if c.op == "take"]
                     if late:  # written, but its request timed out meanwhile: its pod holds nothing, so give back its take
                         self.submit([WorkloadChange("give", c.key, c.holds, pod=c.pod) for c in late])
+                if self.escrow and all(b[0] is None for b in batch):
+                    self.escrow_metrics.events.labels("background_write").inc()  # no hold: a slice kept, renewed, returned; a want
                 _settle(batch, True)
         finally:
             shard.flushing = False
@@ -974,6 +885,8 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
 
     ledger = state.ledger
     attempts = 0
+    if ledger.escrow and not decision.allowed and cause is None:  # denied only because of other replicas' slices?
+        decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
     while review.taken and decision.allowed and cause is None:
         taken = review.taken
         if any(type(t) is WorkloadChange and t.op in RELEASES for t in taken):
@@ -1001,4 +914,6 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
             return (*rv.failure(review, mutate=mutate, state=state, cause="ledger_conflict", message=msg),
                     "ledger_conflict", attempts)
         decision, doc, cause = redo()
+        if ledger.escrow and not decision.allowed and cause is None:
+            decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
     return decision, doc, cause, attempts

@@ -56,6 +56,7 @@ class ServeOptions:
     max_body: int = DEFAULT_MAX_BODY
     reuse_port: bool = False  # SO_REUSEPORT: `--workers` processes share one port
     ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
+    ledger_escrow: bool = False  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
     extra_sans: tuple[str, ...] = field(default=())
 
 
@@ -157,7 +158,7 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
         if o.ledger:
             from webhook.server.ledger import ClusterLedger
 
-            state.ledger = ClusterLedger(api, o.ledger, state=state)
+            state.ledger = ClusterLedger(api, o.ledger, state=state, escrow=o.ledger_escrow)
             tasks.append(state.ledger.run)
     ca_path = None
     if o.self_signed:

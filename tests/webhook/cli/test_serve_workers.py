@@ -34,6 +34,9 @@ USAGE = [
     (["--workers", "0", "--cluster", "x.yaml", "--policy", "policies", "--self-signed"], "--workers 0: give 1 to 64"),
     (["--ledger", "Bad_NS", "--kubeconfig", "k", "--policy", "policies", "--self-signed"], "--ledger Bad_NS: give a namespace"),
     (["--ledger-escrow", "--kubeconfig", "k", "--policy", "policies", "--self-signed"], "--ledger-escrow needs --ledger"),
+    (["--no-ledger-escrow", "--kubeconfig", "k", "--policy", "policies", "--self-signed"], "--no-ledger-escrow needs --ledger"),
+    (["--ledger", "ns", "--ledger-escrow", "--no-ledger-escrow", "--kubeconfig", "k", "--policy", "policies", "--self-signed"],
+     "not allowed with argument"),
 ]
 
 
@@ -112,3 +115,21 @@ def test_two_workers_share_the_port_and_admit_exactly_the_quota(tmp_path):
         for p in procs:
             if p.poll() is None:
                 p.kill()
+
+
+@pytest.mark.parametrize("flags,env,want_escrow", [
+    ([], None, False), (["--ledger-escrow"], None, True), ([], "1", True), (["--no-ledger-escrow"], "1", False),
+])
+def test_escrow_is_opt_in_by_flag_or_environment(monkeypatch, flags, env, want_escrow):
+    from webhook.cli.serve import add_arguments, options_from
+
+    if env is None:
+        monkeypatch.delenv("ALLOT_LEDGER_ESCROW", raising=False)
+    else:
+        monkeypatch.setenv("ALLOT_LEDGER_ESCROW", env)
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--ledger", "allot-system", "--kubeconfig", "k", "--policy", "p", "--self-signed", *flags])
+    assert options_from(args, None).ledger_escrow is want_escrow

@@ -29,10 +29,12 @@ def test_bench_ledger_usage_errors(args, want_message):
     assert got.returncode == 2 and want_message in got.stderr and "Traceback" not in got.stderr
 
 
-def test_three_replicas_admit_exactly_the_quota_and_stateless_writes_nothing():
-    got = bench("--replicas", "3", "--quota", "20", "--concurrency", "4", "--json")
+@pytest.mark.parametrize("escrow", ["--escrow", "--no-escrow"])
+def test_three_replicas_admit_exactly_the_quota_and_stateless_writes_nothing(escrow):
+    got = bench("--replicas", "3", "--quota", "20", "--concurrency", "4", escrow, "--json")
     assert got.returncode in (0, 1), got.stderr  # 1: over the speed budget on a loaded machine, not an error
     figures = json.loads(got.stdout)
-    assert figures["replicas"] == 3 and figures["sent"] == 25
+    assert figures["replicas"] == 3 and figures["sent"] == 25 and figures["escrow"] == (escrow == "--escrow")
+    assert ("plain" in figures["waits"]) == (escrow == "--no-escrow")  # the replicas ran as asked
     assert figures["admitted"] == 20 and figures["over_admitted"] == 0  # three writers of one shard, still exact
     assert figures["stateless_writes"] == 0 and figures["ledger_writes"] >= 1

@@ -7,16 +7,19 @@ the replicas run with ALLOT_LEDGER_ESCROW=1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post, until_ready
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
-from webhook.server.ledger import ESCROW_PREFIX
+from webhook.server.escrow import ESCROW_PREFIX, WANT_PREFIX
 
 QUOTA = 64
 
@@ -43,7 +46,8 @@ def shard_entries(double: ApiDouble) -> dict:
 
 
 def pods_held(double: ApiDouble) -> dict[str, int]:
-    return {k: sum(h[1] for h in e[1]) for k, e in shard_entries(double).items() if not k.startswith(ESCROW_PREFIX)}
+    return {k: sum(h[1] for h in e[1]) for k, e in shard_entries(double).items()
+            if not k.startswith((ESCROW_PREFIX, WANT_PREFIX))}
 
 
 def slices_held(double: ApiDouble) -> dict[str, int]:
@@ -69,9 +73,30 @@ async def until(cond, what, timeout=15.0):
         await asyncio.sleep(0.05)
 
 
+class VersionedDouble(ApiDouble):
+    """The API double that keeps every version of the quota's shard with the time it was stored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.versions: list[tuple[float, dict]] = []
+
+    def _bump(self, plural, kind, obj):
+        if plural == "configmaps" and obj["metadata"]["name"] == SHARD:
+            self.versions.append((time.time(), orjson.loads((obj.get("data") or {}).get("holds") or "{}")))
+        super()._bump(plural, kind, obj)
+
+
+def assert_every_version_fits(double: VersionedDouble, quota_milli: int) -> None:
+    """The escrow invariant: at every stored version, the live holds + slices fit the quota (no pods exist here)."""
+    assert double.versions
+    for at, entries in double.versions:
+        live = sum(h[1] for e in entries.values() if e[0] > at for h in e[1])
+        assert live <= quota_milli, (at, live, entries)
+
+
 def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy_dir):
     async def scenario():
-        double = ApiDouble()
+        double = VersionedDouble()
         url = await double.start()
         try:
             states = [plain_replica(policy_dir, url) for _ in range(3)]
@@ -81,21 +106,48 @@ def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy
                     running(states[2], pki, tasks=(states[2].ledger.run,)) as (u2, s2, _):
                 for s in states:
                     await until_ready(s)
+                await until(lambda: len(slices_held(double)) == 3, "idle replicas did not claim slices ahead of demand")
                 clients = [(u0, s0), (u1, s1), (u2, s2)]
                 admitted = 0
-                for w in range(12):  # waves of 9: slices are claimed by the first writes, then spent without writes
+                for w in range(12):  # waves of 9, 108 pods: slices admit without writes, then are given back on demand
                     admitted += await wave(clients, [f"w{w}-{i}" for i in range(9)])
                     assert admitted <= QUOTA  # never more, at any point
+                assert admitted == QUOTA  # and no pod was denied while capacity sat in another replica's slice
                 assert sum(s.ledger.slice_admits for s in states) > 0  # the slices did admit, unwritten
-                # An admission the other replicas' slices kept out comes back once those slices return
-                # (idle for SLICE_IDLE, noticed within the prune interval): then the rest, and no more.
-                await until(lambda: not slices_held(double), "idle slices were never returned")
-                admitted += await wave(clients, [f"r{i}" for i in range(QUOTA)])
-                assert admitted == QUOTA
                 await until(lambda: not any(s.ledger.shards[SHARD].unrecorded for s in states),
                             "pods admitted inside a slice were never recorded")
                 held = pods_held(double)
                 assert len(held) == QUOTA and sum(held.values()) == QUOTA * 1000  # every "allowed" is now a hold in the API
+                assert_every_version_fits(double, QUOTA * 1000)
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_needing_what_sits_in_an_idle_replicas_slice_is_admitted_within_its_deadline(pki, policy_dir):
+    async def scenario():
+        double = VersionedDouble()
+        url = await double.start()
+        try:
+            a, b = plain_replica(policy_dir, url), plain_replica(policy_dir, url)
+            async with running(a, pki, tasks=(a.ledger.run,)), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(a)
+                await until_ready(b)
+                key_a = f"{ESCROW_PREFIX}{a.ledger.replica}"
+                await until(lambda: len(slices_held(double)) == 2, "idle replicas did not claim slices ahead of demand")
+                idle = slices_held(double)[key_a]
+                assert idle >= 16000  # a sizable part of the quota sits in a's slice, and a gets no request
+                t0 = time.monotonic()
+                got = await wave([(ub, sb)], [f"b{i}" for i in range(QUOTA + 4)])
+                took = time.monotonic() - t0
+                assert got == QUOTA  # all of it through b: a's idle slice came back when b needed it, then no more
+                assert took < 8.0  # within the requests' 10 s deadline (the budget minus its margin)
+                assert a.ledger.slice_admits == 0
+                returned = a.ledger.escrow_metrics.events.labels("returned")._value.get()
+                admitted_after_want = b.ledger.escrow_metrics.want.labels("admitted")._sum.get()
+                assert returned >= 1 and admitted_after_want > 0
+                assert_every_version_fits(double, QUOTA * 1000)
         finally:
             await double.stop()
 
@@ -104,7 +156,7 @@ def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy
 
 def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admitted(pki, policy_dir):
     async def scenario():
-        double = ApiDouble()
+        double = VersionedDouble()
         url = await double.start()
         try:
             dead = plain_replica(policy_dir, url)
@@ -115,28 +167,143 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
             assert set(pods_held(double)) == {"team-a/ghost0"}  # 7 admitted pods the API knows only as slice
             dead_slice = slices_held(double)[f"{ESCROW_PREFIX}{dead.ledger.replica}"]
             assert dead_slice >= 7000
-            b = plain_replica(policy_dir, url)
-            async with running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+            b, c = plain_replica(policy_dir, url), plain_replica(policy_dir, url)
+            async with running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _), \
+                    running(c, pki, tasks=(c.ledger.run,)) as (uc, sc, _):
                 await until_ready(b)
-                first = await wave([(ub, sb)], [f"q{i}" for i in range(QUOTA)])
+                await until_ready(c)
+                t0 = time.monotonic()
+                first = await wave([(ub, sb), (uc, sc)], [f"q{i}" for i in range(QUOTA)])
+                # The dead replica never answers the want: its slice is waited for WANT_PATIENCE, then the denial stands.
+                assert time.monotonic() - t0 < 8.0
                 assert first + 8 <= QUOTA  # the ghosts could be real pods: counted through the slice
                 assert dead_slice % 1000 == 0 and first == QUOTA - 1 - dead_slice // 1000  # exactly what the dead replica did not hold
+                assert b.ledger.escrow_metrics.want.labels("gave_up")._sum.get() + \
+                    c.ledger.escrow_metrics.want.labels("gave_up")._sum.get() > 0
                 # The dead replica's slice and hold expire (rewritten rather than waited for).
                 cm = next(o for o in double.items("configmaps", NS) if o["metadata"]["name"] == SHARD)
                 entries = orjson.loads(cm["data"]["holds"])
-                for key, entry in entries.items():
+                for entry in entries.values():
                     if entry[2] == dead.ledger.replica:
                         entry[0] = time.time() - 1
                 double.put("configmaps", {**cm, "data": {"holds": orjson.dumps(entries).decode()}})
-                await until(lambda: b.snapshot.reservations.totals()["quota team-a"][0] == first * 1000,
-                            "the watch never showed b the dead replica's expiry")
-                second = await wave([(ub, sb)], [f"r{i}" for i in range(QUOTA)])
+                await until(lambda: all(not s.ledger.remote.get(f"{ESCROW_PREFIX}{dead.ledger.replica}") for s in (b, c)),
+                            "the watch never showed the dead replica's expiry")
+                second = await wave([(ub, sb), (uc, sc)], [f"r{i}" for i in range(QUOTA)])
                 assert first + second == QUOTA  # the quota is whole again, and exact
-                await until(lambda: not b.ledger.shards[SHARD].unrecorded, "b's slice pods were never recorded")
+                await until(lambda: not b.ledger.shards[SHARD].unrecorded and not c.ledger.shards[SHARD].unrecorded,
+                            "slice pods were never recorded")
                 held = pods_held(double)
                 assert not any(k.startswith("team-a/ghost") for k in held) and len(held) == QUOTA
                 assert f"{ESCROW_PREFIX}{dead.ledger.replica}" not in shard_entries(double)
+                assert_every_version_fits(double, QUOTA * 1000)
         finally:
             await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_slice_admits_only_while_its_pods_would_be_recorded_or_seen_before_it_expires():
+    from webhook.server.escrow import SLICE_MARGIN, SLICE_RENEW, SLICE_TTL
+    from webhook.server.ledger import SETTLE
+
+    assert SLICE_MARGIN >= SETTLE + 5.0  # every replica's watch shows an admitted pod before its slice stops counting
+    assert 0 < SLICE_RENEW < SLICE_TTL - SLICE_MARGIN
+
+
+async def wave_of(clients, names, gpus: int) -> int:
+    """Like `wave`, with `gpus` per pod; GPUs admitted."""
+
+    async def one(i, name):
+        url, session = clients[i % len(clients)]
+        status, doc = await post(session, f"{url}/validate?timeout=10s", review(pod(name, gpus=gpus)))
+        assert status == 200
+        return gpus if doc["response"]["allowed"] else 0
+
+    return sum(await asyncio.gather(*(one(i, n) for i, n in enumerate(names))))
+
+
+WAVES = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 10), st.sampled_from([1, 2, 3])), min_size=1, max_size=4)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(waves=WAVES, ghosts=st.one_of(st.none(), st.integers(1, 6)))
+def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly(pki, policy_dir, waves, ghosts):
+    """Uneven waves to 3 replicas (one perhaps dead with a slice, after `ghosts` admissions): never over the quota at
+    any point or in any stored version; then 1-GPU pods fill exactly what the dead replica does not hold."""
+
+    async def scenario():
+        double = VersionedDouble()
+        url = await double.start()
+        try:
+            held_dead = 0
+            if ghosts is not None:
+                dead = plain_replica(policy_dir, url)
+                await dead.ledger.start()
+                await commit_unanswered(dead, ghosts)
+                await asyncio.sleep(0.1)
+                held_dead = sum(h[1] for e in shard_entries(double).values() if e[2] == dead.ledger.replica for h in e[1])
+                assert held_dead >= ghosts * 1000  # its admissions are covered by its hold and its slice
+            states = [plain_replica(policy_dir, url) for _ in range(2 if ghosts is not None else 3)]
+            async with contextlib.AsyncExitStack() as stack:
+                clients = []
+                for s in states:
+                    u, session, _ = await stack.enter_async_context(running(s, pki, tasks=(s.ledger.run,)))
+                    clients.append((u, session))
+                for s in states:
+                    await until_ready(s)
+                admitted = 0
+                for n, (who, count, gpus) in enumerate(waves):
+                    target = [clients[who % len(clients)]]
+                    admitted += await wave_of(target, [f"w{n}-{i}" for i in range(count)], gpus)
+                    assert admitted * 1000 + held_dead <= QUOTA * 1000
+                admitted += await wave_of(clients, [f"fill{i}" for i in range(QUOTA)], 1)
+                assert admitted * 1000 == QUOTA * 1000 - held_dead  # exact: no pod denied while a live slice could take it
+                assert_every_version_fits(double, QUOTA * 1000)
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_denial_waits_only_for_what_other_slices_could_give_back(policy_dir):
+    """The honest-denial rule, on shard contents as another replica would write them (no server needed)."""
+    from webhook.server import review as rv
+    from webhook.server.escrow import REPLY_PREFIX, WANT_SUFFIX
+
+    async def scenario():
+        state = plain_replica(policy_dir, "http://127.0.0.1:9")  # never called: the shards are loaded by hand
+        ledger = state.ledger
+        exp = time.time() + 30.0
+        slice_entry = [exp, [["quota team-a", QUOTA * 1000, 0, None, QUOTA * 1000]], "other", None]
+        shard = ledger.shards.setdefault(SHARD, ledger._new_shard(SHARD))
+        ledger._load(shard, {"metadata": {"resourceVersion": "5"},
+                             "data": {"holds": orjson.dumps({f"{ESCROW_PREFIX}other": slice_entry}).decode()}})
+
+        def denial():
+            r = rv.decode(orjson.dumps(review(pod("x", gpus=2))), state)
+            decision = rv.decide(r, mutate=False, state=state, now=time.time())
+            assert not decision.allowed and [d.code for d in decision.denials] == ["QuotaExceeded"]
+            return decision
+
+        key = (SHARD, "quota team-a")
+        assert ledger.returnable(denial()) == {key: 2000}  # all of the quota sits in the other replica's slice
+        ledger._waiting[key] = (QUOTA - 1) * 1000  # 63 GPUs asked before it, 2 by it: more than the 64 that could come back
+        assert ledger.returnable(denial()) is None  # the requests waiting before it would take all that could come back
+        ledger._waiting[key] = 0
+
+        def answer(left: int) -> None:
+            wants = ledger._wants_of(shard)
+            text = orjson.dumps({f"{REPLY_PREFIX}other/{exp!r}/{left}": [exp, [], "other", None]}).decode()
+            ledger._load(wants, {"metadata": {"resourceVersion": str(6 + left)}, "data": {"holds": text}})
+
+        answer(3000)
+        assert ledger.returnable(denial()) == {key: 2000}  # 3 GPUs can still come back: worth waiting for
+        answer(1000)
+        assert ledger.returnable(denial()) is None  # 1 GPU left of the slice cannot cover 2: final at once
+        answer(0)
+        assert ledger.returnable(denial()) is None
+        assert not ledger._wanted_elsewhere(shard, time.time())  # an answer is not a want
+        assert shard.name + WANT_SUFFIX in ledger.shards
 
     asyncio.run(scenario())
