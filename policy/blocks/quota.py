@@ -293,6 +293,7 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
     """The per-request check of one quota; `prefiltered` when the pipeline already tested the selector."""
     qi, block, location, mode, name = spec.index, spec.id, spec.location, spec.mode, spec.name
     sel = None if prefiltered else spec.selector
+    per_model, memory_cap = spec.per_model, spec.gpu_memory
 
     def check(ctx: Context) -> None:
         w = ctx.w
@@ -315,6 +316,15 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
         if holds.workloads and w.kind == "Pod":
             owner = owner_hold_in(w, holds.holds)
             ledger.last_owner = (w, owner)  # the commit of this request's holds asks again
+            if owner is not None and ctx.trace is None:  # a member pod: one entry of its hold covering all of it needs no arithmetic
+                model, memory = w.gpu_model, (w.gpu_memory or 0) * w.pods
+                for qid, h_milli, h_mem, h_mod, h_mod_milli in holds.holds[owner][1]:
+                    if qid == block:
+                        if (h_milli >= requested and (h_mem >= memory or memory_cap is None)
+                                and (model not in per_model or (h_mod == model and h_mod_milli >= requested))):
+                            ctx.reserve.append((ledger, (qi, requested, memory, model, requested)))
+                            return
+                        break  # split over entries (a scaled-up hold): summed below
         covered = covered_memory = covered_model = 0
         explaining = ctx.trace is not None
         model = w.gpu_model

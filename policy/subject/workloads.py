@@ -86,16 +86,22 @@ def _total(sets) -> int:
 
 
 # Charge once (docs/semantics.md): kinds whose admission holds their GPUs, because their pods can be found again.
-HELD_KINDS = frozenset({"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "Deployment", "StatefulSet", "ReplicaSet"})
+HELD_KINDS = frozenset({"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob",
+                        "Deployment", "StatefulSet", "ReplicaSet"})
 WORKLOAD_TTL = 120.0  # seconds a workload's remaining hold waits for its pods (then it expires)
-# Labels the controllers put on every pod they make: label -> the workload kind it names.
+# Labels the controllers put on every pod they make: label -> the workload kinds it may name, in the order looked up.
+# A TrainJob's pods are its JobSet's (Kubeflow Trainer names the JobSet after the TrainJob), so the JobSet label
+# names a TrainJob too.
 OWNER_LABELS = (
-    ("jobset.sigs.k8s.io/jobset-name", "JobSet"),
-    ("leaderworkerset.sigs.k8s.io/name", "LeaderWorkerSet"),
-    ("training.kubeflow.org/job-name", "PyTorchJob"),
+    ("jobset.sigs.k8s.io/jobset-name", ("JobSet", "TrainJob")),
+    ("leaderworkerset.sigs.k8s.io/name", ("LeaderWorkerSet",)),
+    ("training.kubeflow.org/job-name", ("PyTorchJob",)),
 )
 LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
 KUBEFLOW_OPERATOR, PYTORCH_OPERATOR = "training.kubeflow.org/operator-name", "pytorchjob-controller"
+# KubeRay names a RayJob's RayCluster `<rayjob>-<5 random>` (older releases `<rayjob>-raycluster-<5 random>`)
+# and its pods carry only the cluster's name (`ray.io/cluster`, the RayCluster owner reference).
+RAY_SUFFIX_LEN, RAY_OLD_INFIX = 5, "-raycluster"
 
 
 def hold_key(namespace: str | None, kind: str, name: str) -> str:
@@ -111,73 +117,108 @@ def _controller_refs(obj) -> list:
     return [r for r in refs if type(r) is dict and r.get("controller") is True and type(r.get("kind")) is str and type(r.get("name")) is str]
 
 
+def ray_job_names(cluster: str) -> tuple[str, ...]:
+    """The RayJob names a RayCluster of name `cluster` may have been made for (KubeRay's naming, newest first)."""
+    job, dash, tail = cluster.rpartition("-")
+    if not dash or not job or len(tail) != RAY_SUFFIX_LEN:
+        return ()
+    if job.endswith(RAY_OLD_INFIX) and len(job) > len(RAY_OLD_INFIX):
+        return (job, job[: -len(RAY_OLD_INFIX)])
+    return (job,)
+
+
 def owner_keys(w) -> tuple[str, ...]:
-    """Hold keys of the workload whose controller made Pod `w` (controller labels first, then the owner reference chain)."""
+    """Every hold key Pod `w` may take from, in the order `owner_hold_in` looks them up (controller reference, then labels)."""
     ns, labels, out = w.namespace, w.labels, []
-    if labels:
-        for label, kind in OWNER_LABELS:
-            name = labels.get(label)
-            if kind == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
-                continue  # an MPIJob's or TFJob's pod carries the same job-name label
-            if type(name) is str and name:
-                out.append(hold_key(ns, kind, name))
     for ref in _controller_refs(w.obj):
         kind, name = ref["kind"], ref["name"]
         if kind == "ReplicaSet":
             h = labels.get("pod-template-hash") if labels else None
-            if type(h) is str and h and name.endswith("-" + h):  # a Deployment's ReplicaSet is `deployment-hash`
+            if type(h) is str and h and name.endswith("-" + h) and len(name) > len(h) + 1:  # a Deployment's ReplicaSet is `deployment-hash`
                 out.append(hold_key(ns, "Deployment", name[: -len(h) - 1]))
         if kind in HELD_KINDS:
             out.append(hold_key(ns, kind, name))
+        if kind == "RayCluster":
+            out.extend(hold_key(ns, "RayJob", job) for job in ray_job_names(name))
+    if labels:
+        for label, kinds in OWNER_LABELS:
+            name = labels.get(label)
+            if kinds[0] == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
+                continue  # an MPIJob's or TFJob's pod carries the same job-name label
+            if type(name) is str and name:
+                out.extend(hold_key(ns, kind, name) for kind in kinds)
     return tuple(out)
 
 
 def owner_hold_in(w, holds) -> str | None:
     """The first of `owner_keys(w)` that is a key of `holds`, found without building them all (the member pod's hot path).
 
-    The controller reference first (a Deployment's, Job's, StatefulSet's pod: one key to
-    look up), then the controllers' labels; `in` and subscripts rather than `.get` calls,
-    since this runs on every pod while any workload holds quota.
+    Runs on every pod while any workload holds quota, so the common member (one
+    controller reference, as the API server writes it) costs one key built and one dict
+    hit: plain subscripts inside a `try` (free in CPython 3.11 when nothing raises); an
+    object of another shape raises there and is looked up field by field instead.
     """
-    ns, labels, obj = w.namespace or "default", w.labels, w.obj
-    meta = obj["metadata"] if type(obj) is dict and "metadata" in obj else None
-    refs = meta["ownerReferences"] if type(meta) is dict and "ownerReferences" in meta else None
-    if type(refs) is list:
-        for ref in refs:
-            try:  # free when the keys are there, as the API server always writes them for a controller
-                if ref["controller"] is not True:
-                    continue
-                kind, name = ref["kind"], ref["name"]
-            except (KeyError, TypeError):  # not a controller reference, or not an object
+    try:
+        refs = w.obj["metadata"].get("ownerReferences")
+        if refs:
+            for ref in refs:
+                if ref.get("controller") is True:
+                    kind, name = ref["kind"], ref["name"]
+                    if kind == "ReplicaSet":
+                        labels = w.labels
+                        if "pod-template-hash" in labels:
+                            deployment, _, h = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
+                            if h == labels["pod-template-hash"] and deployment:
+                                key = f"wl:{w.namespace}/Deployment/{deployment}"
+                                if key in holds:
+                                    return key
+                    if kind in HELD_KINDS:
+                        key = f"wl:{w.namespace}/{kind}/{name}"
+                        if key in holds:
+                            return key
+                        if kind == "RayCluster":
+                            for job in ray_job_names(name):
+                                key = f"wl:{w.namespace}/RayJob/{job}"
+                                if key in holds:
+                                    return key
+        return _owner_by_labels(w, holds) if w.labels else None
+    except (KeyError, TypeError, AttributeError):
+        return _owner_hold_careful(w, holds)
+
+
+def _owner_by_labels(w, holds) -> str | None:
+    """The hold named by the controllers' pod labels (JobSet, TrainJob, LWS, PyTorchJob), else None."""
+    labels = w.labels
+    if not labels or type(labels) is not dict:
+        return None
+    ns = w.namespace if type(w.namespace) is str and w.namespace else "default"
+    for label, kinds in OWNER_LABELS:
+        if label in labels:
+            name = labels[label]
+            if type(name) is not str or not name:
                 continue
-            if type(kind) is not str or type(name) is not str:
-                continue
-            if kind == "ReplicaSet" and labels and "pod-template-hash" in labels:
-                deployment, dash, h = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
-                if dash and deployment and h == labels["pod-template-hash"]:
-                    key = f"wl:{ns}/Deployment/{deployment}"
-                    if key in holds:
-                        return key
-            if kind in HELD_KINDS:
-                key = f"wl:{ns}/{kind}/{name}"
-                if key in holds:
-                    return key
-    if labels:
-        for label, kind in OWNER_LABELS:
-            if label in labels:
-                name = labels[label]
-                if type(name) is not str or not name:
-                    continue
-                if kind == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
-                    continue  # an MPIJob's or TFJob's pod carries the same job-name label
+            if kinds[0] == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
+                continue  # an MPIJob's or TFJob's pod carries the same job-name label
+            for kind in kinds:
                 key = f"wl:{ns}/{kind}/{name}"
                 if key in holds:
                     return key
     return None
 
 
+def _owner_hold_careful(w, holds) -> str | None:
+    """`owner_hold_in` for any shape: every field checked before use (a malformed reference is skipped, never raised)."""
+    for key in owner_keys(w):
+        if key in holds:
+            return key
+    return None
+
+
 # A held workload that will start no more pods: its remaining hold is released (status.conditions types, per kind).
-FINISHED_CONDITIONS = {"Job": ("Complete", "Failed"), "JobSet": ("Completed", "Failed"), "PyTorchJob": ("Succeeded", "Failed")}
+FINISHED_CONDITIONS = {"Job": ("Complete", "Failed"), "JobSet": ("Completed", "Failed"), "PyTorchJob": ("Succeeded", "Failed"),
+                       "TrainJob": ("Complete", "Failed")}
+# A RayJob says it is done in `status.jobDeploymentStatus` (KubeRay), not in conditions.
+FINISHED_STATUS = {"RayJob": ("jobDeploymentStatus", ("Complete", "Failed"))}
 
 
 def ends_hold(obj) -> bool:
@@ -185,10 +226,15 @@ def ends_hold(obj) -> bool:
     meta = _map(_map(obj).get("metadata"))
     if meta.get("deletionTimestamp"):
         return True
-    ends = FINISHED_CONDITIONS.get(_map(obj).get("kind"))
+    kind = _map(obj).get("kind")
+    status = _map(_map(obj).get("status"))
+    if kind in FINISHED_STATUS:
+        field, done = FINISHED_STATUS[kind]
+        return status.get(field) in done
+    ends = FINISHED_CONDITIONS.get(kind)
     if ends is None:
         return False
-    conditions = _map(_map(obj).get("status")).get("conditions")
+    conditions = status.get("conditions")
     if type(conditions) is not list:
         return False
     return any(type(c) is dict and c.get("type") in ends and c.get("status") == "True" for c in conditions)
