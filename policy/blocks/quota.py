@@ -113,8 +113,8 @@ class QuotaLedger:
             return
         kind = obj.get("kind", "Pod")
         if kind != "Pod":
-            if kind in HELD_KINDS and self.holds.workloads:  # a held workload gone or done: its pods will not come
-                self._workload_event(event, obj, new)
+            if kind in HELD_KINDS and self.holds.workloads:  # a held workload gone, done or scaled down: its pods will not come
+                self._workload_event(event, obj, new, old)
             return
         key = pod_key(obj)
         previous = self.pods.pop(key, None)
@@ -130,14 +130,38 @@ class QuotaLedger:
         elif new is not None and event != "DELETED" and key in self.holds.holds and (new.get("status") or {}).get("phase") in FINISHED:
             self.holds.release(key)  # first seen already finished: it never charges, so its hold must not wait for the expiry
 
-    def _workload_event(self, event: str, obj: dict, new: dict | None) -> None:
+    def _workload_event(self, event: str, obj: dict, new: dict | None, old: dict | None = None) -> None:
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if type(name) is not str:
             return
         key = hold_key(meta.get("namespace"), obj["kind"], name)
-        if key in self.holds.holds and (event == "DELETED" or ends_hold(new)):
+        if key not in self.holds.holds:
+            return
+        if event == "DELETED" or ends_hold(new):
             self.release_workload(key, object_uid(obj))
+        elif new is not None and not same_generation(old, new):
+            self._watched_resize(key, new, old)
+
+    def _watched_resize(self, key: str, new: dict, old: dict | None) -> None:
+        """A held workload's spec changed in the cluster: a scale down (or suspension) the webhook never saw releases what it drops, once.
+
+        The webhook sees every admitted UPDATE unless it failed open or was down; the watch
+        sees them all. Measured against the demand the hold was sized to (the book), so an
+        UPDATE already released by `release_holds` releases nothing more here; capped by the hold.
+        """
+        w = self.to_workload(new)
+        if w.suspended:
+            self.release_workload(key, object_uid(new))
+            return
+        now = (w.total_gpus, (w.gpu_memory or 0) * w.pods)
+        before = book_of(self.holds).demand.get(key)
+        if before is None and old is not None:
+            was = self.to_workload(old)
+            before = (was.total_gpus, (was.gpu_memory or 0) * was.pods)
+        if before is None or (now[0] >= before[0] and now[1] >= before[1]):
+            return  # not smaller: a scale up the webhook missed holds nothing more (its pods are charged one by one)
+        self.shrink_workload(key, w, before)
 
     def _apply(self, charges: tuple[Charge, ...], sign: int) -> None:
         for qi, milli, memory, model, model_milli in charges:
@@ -259,6 +283,14 @@ class QuotaLedger:
             borrowed += max(0, used - nominal)
         avail = max(0, pool - borrowed)
         return avail if spec.borrow is None else min(spec.borrow, avail)
+
+
+def same_generation(old: dict | None, new: dict) -> bool:
+    """Whether a watch event leaves the object's spec as it was (`metadata.generation` unchanged: a status update)."""
+    if old is None:
+        return False
+    g_old, g_new = (old.get("metadata") or {}).get("generation"), (new.get("metadata") or {}).get("generation")
+    return type(g_new) is int and g_old == g_new
 
 
 def compile_quota(q: ir.Quota, index: int, selector, mode: str, namespace: str | None = None) -> QuotaSpec:
