@@ -317,4 +317,4 @@ class ClusterSnapshot:
         )
 
 
-_FAMILIES = frozenset({"coscheduling", "volcano", "kai", "podgroup", "workload", "kueue"})
+_FAMILIES = frozenset({"coscheduling", "volcano", "kai", "podgroup", "workload", "kueue", "composite"})

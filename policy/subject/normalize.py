@@ -171,7 +171,7 @@ def _group_workload(obj: Mapping, family: str, snapshot, base: dict, problems: l
         p, h, n = escalations(tspec if type(tspec) is dict else EMPTY, problems)
         privileged, host_path, host_network = privileged or p, host_path or h, host_network or n
     # The Priority plugin defaults Pods and (1.36, WorkloadAwarePreemption) upstream scheduling.k8s.io PodGroups.
-    upstream = (obj.get("kind") or base.get("kind")) == "PodGroup" and str(obj.get("apiVersion") or "").startswith("scheduling.k8s.io/")
+    upstream = (obj.get("kind") or base.get("kind")) in ("PodGroup", "CompositePodGroup") and str(obj.get("apiVersion") or "").startswith("scheduling.k8s.io/")
     priority, pc = _priority(spec, snapshot, problems, pod=upstream)
     return make_workload(
         kind=obj.get("kind") or base.get("kind") or "", labels=labels, annotations=annotations,

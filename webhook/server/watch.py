@@ -62,6 +62,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("PodGroup", "scheduling.k8s.io/v1alpha2", "podgroups", optional=True),
     Resource("Workload", "scheduling.k8s.io/v1alpha2", "workloads", optional=True),
     Resource("Workload", "scheduling.k8s.io/v1alpha1", "workloads", optional=True),
+    # 1.37 development: CompositePodGroup (v1alpha3 only), the parents of v1beta1 PodGroups in a Workload's tree.
+    Resource("CompositePodGroup", "scheduling.k8s.io/v1alpha3", "compositepodgroups", optional=True),
 )
 # A kind and group watched at two versions: the older one's id names its version.
 VERSIONED_IDS = frozenset({"scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1beta1"})

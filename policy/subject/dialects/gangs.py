@@ -19,6 +19,9 @@ PODGROUP_FAMILIES = {
     "scheduling.k8s.io": "podgroup",  # upstream v1alpha2+ (1.36)
 }
 WORKLOAD_FAMILIES = {"scheduling.k8s.io": "workload", "kueue.x-k8s.io": "kueue"}
+# Upstream CompositePodGroup (scheduling.k8s.io v1alpha3, 1.37 development): a group of child groups, made from a
+# Workload's compositePodGroupTemplates; its pods are its children's, so it states no pod count of its own.
+COMPOSITE_FAMILIES = {"scheduling.k8s.io": "composite"}
 
 # Pod-side references: label/annotation -> family of the group object it names.
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -45,6 +48,8 @@ class GroupInfo:
     min_gpus: int | None = None  # milli-GPU the minimum group holds: spec.minResources, or Kueue pod sets' demand
     problems: tuple[Problem, ...] = ()
     obj: Mapping | None = field(default=None, compare=False, repr=False)
+    min_groups: int | None = None  # a CompositePodGroup's gang.minGroupCount: child groups, not pods
+    parent: str | None = None  # upstream PodGroup / CompositePodGroup: spec.parentCompositePodGroupName
 
 
 def group_family(api_version: str, kind: str) -> str | None:
@@ -54,6 +59,8 @@ def group_family(api_version: str, kind: str) -> str | None:
         return PODGROUP_FAMILIES.get(group)
     if kind == "Workload":
         return WORKLOAD_FAMILIES.get(group)
+    if kind == "CompositePodGroup":
+        return COMPOSITE_FAMILIES.get(group)
     return None
 
 
@@ -181,7 +188,7 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     kind = obj.get("kind") or ""
     minimum = required = preferred = None
     pod_sets: list[PodSet] = []
-    min_gpus = None
+    min_gpus = min_groups = parent = None
     if family in ("coscheduling", "volcano", "kai"):
         minimum = _count(spec.get("minMember"), "spec.minMember", problems)
         min_gpus = _min_gpus(spec, problems)
@@ -199,6 +206,11 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
     elif family == "podgroup":
         minimum = _gang_min(spec.get("schedulingPolicy"), "spec.schedulingPolicy", problems)
         required = _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints", problems)
+        parent = _text(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName", problems)
+    elif family == "composite":
+        min_groups = _composite_policy(spec.get("schedulingPolicy"), "spec.schedulingPolicy", problems)
+        required = _topology_key(spec.get("schedulingConstraints"), "spec.schedulingConstraints", problems)
+        parent = _text(spec.get("parentCompositePodGroupName"), "spec.parentCompositePodGroupName", problems)
     elif family == "workload":
         minimum, required = _upstream_workload(spec, pod_sets, problems)
     elif family == "kueue":
@@ -220,7 +232,18 @@ def read_group(obj: Mapping, family: str, pod_demand=None) -> GroupInfo:
             required = required or _text(tr.get("required"), f"{path}.topologyRequest.required", problems)
             preferred = preferred or _text(tr.get("preferred"), f"{path}.topologyRequest.preferred", problems)
         minimum = total or None
-    return GroupInfo(family, kind, ns, name, minimum, required, preferred, tuple(pod_sets), min_gpus, tuple(problems), obj)
+    return GroupInfo(family, kind, ns, name, minimum, required, preferred, tuple(pod_sets), min_gpus, tuple(problems), obj, min_groups, parent)
+
+
+def _composite_policy(policy, path: str, problems: list) -> int | None:
+    """`gang.minGroupCount` of a CompositePodGroup's scheduling policy (None for `basic`); exactly one of the two must be set."""
+    pol = shape.mapping(policy, path, problems)
+    gang, basic = pol.get("gang"), pol.get("basic")
+    if (gang is None) == (basic is None):
+        problems.append(Problem(BAD_OBJECT, f"{path}: exactly one of basic and gang must be set, {'both are' if gang is not None else 'neither is'}"))
+    if gang is None:
+        return None
+    return _count(shape.mapping(gang, f"{path}.gang", problems).get("minGroupCount"), f"{path}.gang.minGroupCount", problems)
 
 
 def pod_group_ref(labels: Mapping, annotations: Mapping, spec: Mapping) -> tuple[str, str, str | None] | None:
