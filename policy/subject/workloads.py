@@ -181,29 +181,20 @@ def owner_hold_in(w, holds) -> str | None:
                                 key = f"wl:{w.namespace}/RayJob/{job}"
                                 if key in holds:
                                     return key
-        return _owner_by_labels(w, holds) if w.labels else None
+        labels = w.labels
+        if labels:  # inline, not a call: a plain pod (no owner) runs this on every request while any workload holds
+            for label, kinds in OWNER_LABELS:
+                if label in labels:
+                    name = labels[label]
+                    if kinds[0] == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
+                        continue  # an MPIJob's or TFJob's pod carries the same job-name label
+                    for kind in kinds:
+                        key = f"wl:{w.namespace}/{kind}/{name}"
+                        if key in holds:
+                            return key
+        return None
     except (KeyError, TypeError, AttributeError):
         return _owner_hold_careful(w, holds)
-
-
-def _owner_by_labels(w, holds) -> str | None:
-    """The hold named by the controllers' pod labels (JobSet, TrainJob, LWS, PyTorchJob), else None."""
-    labels = w.labels
-    if not labels or type(labels) is not dict:
-        return None
-    ns = w.namespace if type(w.namespace) is str and w.namespace else "default"
-    for label, kinds in OWNER_LABELS:
-        if label in labels:
-            name = labels[label]
-            if type(name) is not str or not name:
-                continue
-            if kinds[0] == "PyTorchJob" and labels.get(KUBEFLOW_OPERATOR, PYTORCH_OPERATOR) != PYTORCH_OPERATOR:
-                continue  # an MPIJob's or TFJob's pod carries the same job-name label
-            for kind in kinds:
-                key = f"wl:{ns}/{kind}/{name}"
-                if key in holds:
-                    return key
-    return None
 
 
 def _owner_hold_careful(w, holds) -> str | None:
