@@ -12,11 +12,13 @@ Object shapes as the controllers write them (facts from the Kubeflow Trainer and
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from lang import compile_policies
 from policy.admission import wrap_manifest
@@ -25,6 +27,7 @@ from policy.engine import Engine
 from policy.subject.normalize import normalize
 from policy.subject.workloads import owner_hold_in, owner_keys
 
+FUZZ = int(os.environ.get("ALLOT_FUZZ_EXAMPLES", "60"))
 REPO = Path(__file__).resolve().parents[3]
 OBJECTS = {o["kind"]: o for f in sorted((REPO / "tests/fixtures/workloads").glob("*.yaml")) for o in yaml.safe_load_all(f.read_text()) if o}
 POLICY = '''
@@ -210,4 +213,27 @@ def test_owner_keys_and_lookup(case):
     holds = {k: (0.0, ()) for k in case.holds}
     assert owner_hold_in(w, holds) == case.want_owner
     # the fast lookup finds the first candidate the careful list would
+    assert owner_hold_in(w, holds) == next((k for k in owner_keys(w) if k in holds), None)
+
+
+# ---- any shape: the fast look-up never raises and finds what the careful one finds ------------------------
+
+
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["", "x", "rerank-7c9f8", "eval-run-q8z2m", "qwen-sft"]))
+_kind = st.one_of(_scalar, st.sampled_from(["ReplicaSet", "Job", "RayCluster", "TrainJob", "JobSet", "Pod", "Deployment"]))
+_ref = st.one_of(_scalar, st.lists(_scalar, max_size=2), st.fixed_dictionaries(
+    {}, optional={"kind": _kind, "name": _scalar, "controller": st.one_of(st.booleans(), _scalar), "uid": _scalar}))
+_labels = st.dictionaries(st.sampled_from(["pod-template-hash", "jobset.sigs.k8s.io/jobset-name", "ray.io/cluster",
+                                           "training.kubeflow.org/job-name", "training.kubeflow.org/operator-name", "app"]),
+                          st.sampled_from(["7c9f8", "qwen-sft", "pytorchjob-controller", "mpijob-controller", "x"]), max_size=4)
+
+
+@settings(max_examples=FUZZ, deadline=None)
+@given(refs=st.one_of(_scalar, st.lists(_ref, max_size=3), st.dictionaries(st.text(max_size=3), _scalar, max_size=2)), labels=_labels,
+       pick=st.integers(0, 5))
+def test_the_fast_lookup_matches_the_careful_one_on_any_shape(refs, labels, pick):
+    meta = {"name": "p", "namespace": "team-b", "labels": labels, "ownerReferences": refs}
+    w = normalize(review({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": []}}), None)
+    candidates = [k for k in owner_keys(w) if not k.endswith("/")]
+    holds = {k: (0.0, ()) for k in candidates[pick:pick + 1]}  # one candidate held (or none)
     assert owner_hold_in(w, holds) == next((k for k in owner_keys(w) if k in holds), None)
