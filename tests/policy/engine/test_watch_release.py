@@ -11,7 +11,7 @@ from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
-from tests.policy.engine.test_hold_release import KEY, dep, engine, held, memory_held, review
+from tests.policy.engine.test_hold_release import dep, engine, held, memory_held, review
 from tests.policy.engine.test_workloads_decide import member
 
 GIB = 2**30
