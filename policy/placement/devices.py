@@ -61,7 +61,7 @@ def whole_fit(free_whole: int, memory: int, demand: Demand) -> int:
 class NodeState:
     """Usage of one node: allocations by key (pod uid or reservation slot), and the device states they make."""
 
-    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "ranked", "cpu_used", "ram_used")
+    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "ranked", "cpu_used", "ram_used", "alt")
 
     def __init__(self, name: str, spec: NodeSpec | None = None):
         self.name = name
@@ -74,6 +74,9 @@ class NodeState:
         self.domains: tuple = ()  # every topology domain containing the node, roots included
         self.aggs: tuple = ()  # those domains' aggregates for this node's model, updated per event
         self.ranked: tuple = ()  # the ones filed in level buckets (not roots): marked when the node's capacity moves
+        # (model key, aggs, ranked) of the same domains for the key the node last left (a taint added: its untainted
+        # key), so the change undone finds them without a look-up per domain; None while unknown or domains changed
+        self.alt: tuple | None = None
 
     @property
     def gpus(self) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, reserve_devices, resource_part, unbind_whole
+from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -169,6 +169,8 @@ class PlacementIndex(Reservations):
         if in_place and old.model == spec.model:
             self._respec(state, old, spec)  # the usual change (cordon, Ready, allocatable, a label): same aggregates
             return
+        if in_place and self._rekey(state, old, spec):  # a blocking taint added or gone: same domains, other key
+            return
         self.version += 1
         before = state.contribution()
         if old is not None and old.gpus > 0:
@@ -222,6 +224,37 @@ class PlacementIndex(Reservations):
         elif after is not None:  # back
             join(state, after, resource_part(state), +1)
 
+    def _rekey(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> bool:
+        """An eligible node that stays eligible with the same amounts changed model key in the same domains (a blocking
+        taint added or gone): move it to the other key's aggregates and label counts in one pass each; False (nothing
+        done) for any other change, which detaches and re-attaches."""
+        if not (old.eligible and spec.eligible) or old.gpus != spec.gpus or old.memory != spec.memory or old.cpu != spec.cpu or (
+                old.ram != spec.ram or old.pods != spec.pods):
+            return False
+        self.version += 1
+        contribution = state.contribution()  # the same before and after: it reads only the amounts compared above
+        res = resource_part(state)
+        model = spec.model
+        alt = state.alt
+        if alt is not None and alt[0] == model:  # back to the key it left (the taint undone): its aggs, kept
+            aggs, ranked = alt[1], alt[2]
+        else:
+            aggs = tuple([d.agg_for(model) for d in state.domains])
+            ranked = tuple([agg for agg in aggs if agg.lists is not None])
+        state.alt = (old.model, state.aggs, state.ranked)
+        state.spec = spec
+        rekey(state, contribution, res, aggs, ranked)
+        self._note_model(spec)
+        counts = self.labels.get(model)
+        if counts is None:
+            counts = self.labels[model] = LabelCounts()
+        if old.labels is spec.labels or old.labels == spec.labels:
+            self.labels[old.model].move(spec.labels, counts)
+        else:
+            self.labels[old.model].add(old.labels, -1)
+            counts.add(spec.labels, +1)
+        return True
+
     def _note_model(self, spec: NodeSpec) -> None:
         if spec.gpus > self.max_gpus:
             self.max_gpus = spec.gpus  # never lowered: a bound for the exactness certificate (aggregates.certain)
@@ -248,16 +281,25 @@ class PlacementIndex(Reservations):
         self.excluded[key] = self.excluded.get(key, 0) + delta
 
     def _attach(self, state: NodeState) -> None:
-        chain = self.flat.domains_for(())
-        chain[-1].nodes[state] = None
-        domains = list(chain)
+        root = self.flat.root
+        root.nodes[state] = None
+        domains = [root]
         for tree, path in zip(self.trees.values(), state.spec.paths):
             if path is None:
                 continue  # Kueue likewise ignores nodes lacking any level label of a topology
-            chain = tree.domains_for(path)
+            # A node added back (or moved) usually finds its domains: walk the children, no chain copies
+            domain = tree.root
+            chain = [domain]
+            for value in path:
+                domain = domain.children.get(value)
+                if domain is None:
+                    chain = tree.domains_for(path)  # a domain first seen: created there
+                    break
+                chain.append(domain)
             chain[-1].nodes[state] = None
             domains.extend(chain)
         state.domains = tuple(domains)
+        state.alt = None
         self._reaggregate(state)
 
     def _reaggregate(self, state: NodeState) -> None:
@@ -273,6 +315,7 @@ class PlacementIndex(Reservations):
         state.domains = ()
         state.aggs = ()
         state.ranked = ()
+        state.alt = None
 
     def _mutate(self, state: NodeState, change: Callable[[], object]) -> object:
         """Run `change` on the node and push the difference into its domains (O(depth))."""

@@ -240,6 +240,33 @@ class LabelCounts:
                     values = by_key[k] = {}
                 values[v] = n
 
+    def move(self, labels: Mapping, other: "LabelCounts") -> None:
+        """One node with these labels moves from these counts to `other`'s (a taint added or gone: another model key),
+        in one loop: what `add(labels, -1)` here and `other.add(labels, +1)` do."""
+        self.total -= 1
+        other.total += 1
+        by_key, to_key = self.by_key, other.by_key
+        for k, v in labels.items():
+            if type(v) is not str:
+                v = str(v)
+            values = by_key.get(k)
+            n = values.get(v, 0) - 1 if values is not None else -1
+            if n > 0:
+                values[v] = n
+            elif n == 0:
+                del values[v]
+                if not values:
+                    del by_key[k]
+            else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
+                if values is None:
+                    values = by_key[k] = {}
+                values[v] = n
+            values = to_key.get(k)
+            if values is None:
+                to_key[k] = {v: 1}
+            else:
+                values[v] = values.get(v, 0) + 1
+
     def replace(self, old: Mapping, new: Mapping) -> None:
         """One node's labels went from `old` to `new`: count only the pairs that changed (a node has dozens of labels;
         a label event changes one or two), found by C-level set differences of the items."""
