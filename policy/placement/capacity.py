@@ -220,8 +220,10 @@ def read_node(
     topologies: Sequence[tuple[str, Levels]],
     gpu_models: Mapping[str, tuple[str, int]],
     tolerated: frozenset[str] = DEFAULT_TOLERATED,
+    prev: NodeSpec | None = None,
 ) -> NodeSpec:
-    """The placement view of one Node object (never raises on odd input)."""
+    """The placement view of one Node object (never raises on odd input); `prev`, the node's last view, lends its label
+    paths and device memory when the labels are unchanged (most node events change no label)."""
     # Every node event (heartbeats too) reads the whole view: decoded objects are dicts, tested with `type` first.
     meta = node.get("metadata")
     if type(meta) is not dict:
@@ -249,9 +251,25 @@ def read_node(
     else:
         why_not = None
         taints = _blocking_taints(spec, tolerated) if spec.get("taints") else ()
-    memory = _memory(labels, model, product, gpu_models)
     if taints:
-        model = taint_variant(model, taints)
+        model = _variant(model, taints)
+    if prev is not None and (labels is prev.labels or labels == prev.labels):
+        memory, paths = prev.memory, prev.paths  # both read only the labels (and the declared models: fixed per index)
+    else:
+        memory = _memory(labels, model, product, gpu_models)
+        paths = _paths(labels, topologies)
+    alloc = status.get("allocatable")
+    if type(alloc) is not dict:
+        alloc = mapping(alloc)
+    gpus = _gpu_count(alloc, status)
+    if gpus <= 0:  # not tracked: skip reading the rest
+        return NodeSpec(name, why_not is None, why_not, model, gpus, memory, paths, taints)
+    cpu, ram, pods = _amounts(alloc)
+    # tuple.__new__ directly: every node event builds one, and NamedTuple's generated __new__ is one more Python call
+    return _NEW_SPEC(NodeSpec, (name, why_not is None, why_not, model, gpus, memory, paths, taints, cpu, ram, pods, labels))
+
+
+def _paths(labels: Mapping, topologies: Sequence[tuple[str, Levels]]) -> tuple[tuple[str, ...] | None, ...]:
     paths = []
     for _name, levels in topologies:
         values = []
@@ -262,15 +280,20 @@ def read_node(
                 break
             values.append(v if type(v) is str else str(v))
         paths.append(None if values is None else tuple(values))
-    alloc = status.get("allocatable")
-    if type(alloc) is not dict:
-        alloc = mapping(alloc)
-    gpus = _gpu_count(alloc, status)
-    if gpus <= 0:  # not tracked: skip reading the rest
-        return NodeSpec(name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints)
-    cpu, ram, pods = _amounts(alloc)
-    # tuple.__new__ directly: every node event builds one, and NamedTuple's generated __new__ is one more Python call
-    return _NEW_SPEC(NodeSpec, (name, why_not is None, why_not, model, gpus, memory, tuple(paths), taints, cpu, ram, pods, labels))
+    return tuple(paths)
+
+
+_VARIANTS: dict[tuple[str, tuple], str] = {}  # (model, blocking taints) -> variant key: pools share a few
+
+
+def _variant(model: str, taints: tuple[tuple[str, str, str], ...]) -> str:
+    key = (model, taints)
+    hit = _VARIANTS.get(key)
+    if hit is None:
+        hit = taint_variant(model, taints)
+        if len(_VARIANTS) < 4096:
+            _VARIANTS[key] = hit
+    return hit
 
 
 def _amounts(alloc: Mapping) -> tuple[int, int, int]:

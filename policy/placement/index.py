@@ -154,7 +154,7 @@ class PlacementIndex(Reservations):
                 if not state.allocs:
                     del self.nodes[name]
             return
-        spec = read_node(node, self.topologies, self.gpu_models, self.tolerated)
+        spec = read_node(node, self.topologies, self.gpu_models, self.tolerated, state.spec if state is not None else None)
         if spec.gpus <= 0 and state is None:
             return  # CPU-only nodes are not tracked at all
         if state is None:
