@@ -543,7 +543,8 @@ def join(node: NodeState, contribution, res: tuple | None, sign: int) -> None:
     shared devices' states, the flat root's counts, and the ranked aggs marked. What `apply_contribution` and
     `apply_resources` do from or to None, in one loop."""
     h, partials = contribution
-    reserve_devices(h)
+    if h >= len(_GV):
+        reserve_devices(h)
     d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
     if sign < 0:
         d = -d
@@ -592,11 +593,16 @@ def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked:
                         partial[state] = left
                     else:
                         del partial[state]
-    old_root, new_root = old_aggs[0], aggs[0]
-    if res is not None and old_root.res is not None:
+    old_root = old_aggs[0]
+    if res is not None and old_root.res is not None:  # the flat roots' counts: one node of these amounts moves
         with old_root.domain.tree.lag.lock:
-            _count_free(old_root.res, res, None)
-            _count_free(new_root.res, None, res)
+            for c, b, a in zip(old_root.res, aggs[0].res, res):
+                left = c[a] - 1
+                if left:
+                    c[a] = left
+                else:
+                    del c[a]
+                b[a] = b.get(a, 0) + 1
     old_ranked = node.ranked
     node.aggs = aggs
     node.ranked = ranked
