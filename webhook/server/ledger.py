@@ -446,7 +446,7 @@ class ClusterLedger:
         while not self.synced:
             try:
                 items, rv = await asyncio.to_thread(self._list)
-                self._relisted(items, rv)
+                _gated(self.state, self._relisted, items, rv)
                 self.synced, self.error = True, None
             except Exception as exc:  # noqa: BLE001 - not ready until read; retried
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
@@ -463,7 +463,7 @@ class ClusterLedger:
             while True:
                 await asyncio.sleep(PRUNE_INTERVAL)
                 if self.deferred and self.state.cluster.synced:
-                    self._mirror_deferred()
+                    _gated(self.state, self._mirror_deferred)
                 now = time.time()
                 for shard in list(self.shards.values()):
                     if self.escrow and not shard.flushing and (shard.unrecorded or shard.slice) and (
@@ -657,8 +657,7 @@ class ClusterLedger:
                         self.unlanded[(shard.name, change.key)] = rest
                     else:
                         del self.unlanded[(shard.name, change.key)]
-        for key in keys:
-            self._recompute(key)
+        _gated(self.state, lambda: [self._recompute(key) for key in keys])
 
     def _in_slices(self, by_shard: dict, now: float, loop) -> bool:
         """Admit inside this replica's slices if every shard's part fits its slice; no write. False: the normal path.
@@ -859,7 +858,7 @@ class ClusterLedger:
                             try:
                                 cm = await asyncio.to_thread(self._get, shard.name)
                                 if shard.rv == rv:
-                                    self._load(shard, cm)
+                                    _gated(self.state, self._load, shard, cm)
                             except Exception as reread:  # noqa: BLE001
                                 log.warning("re-reading %s failed: %s", shard.name, reread)
                         _settle([b for b in batch if not any(b is a for a in again)], False)
@@ -877,7 +876,7 @@ class ClusterLedger:
                 new_rv = (cm.get("metadata") or {}).get("resourceVersion")
                 if newer(new_rv, shard.rv):  # (the watch may have shown this very write already)
                     before, shard.rv, shard.entries, shard.text = shard.entries, new_rv, entries, text
-                    self._mirror(shard, before)  # only drops: other replicas' holds this write pruned
+                    _gated(self.state, self._mirror, shard, before)  # only drops: other replicas' holds this write pruned
                 if parts:
                     self._landed_changes(shard, [b[0] for b in parts])
                     late = [c for b in parts if b[3].done() and not b[0].release for _, c, _ in b[0].changes if c.op == "take"]
@@ -957,11 +956,20 @@ def _done(loop: asyncio.AbstractEventLoop, value: Any) -> asyncio.Future:
 
 
 def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
-    """Run `fn(*args)` on the loop thread (the only thread that touches shards and the snapshot)."""
+    """Run `fn(*args)` on the loop thread (the only thread that touches shards and the snapshot), through the state's gate."""
     try:
-        loop.call_soon_threadsafe(fn, *args)
+        loop.call_soon_threadsafe(_gated, getattr(getattr(fn, "__self__", None), "state", None), fn, *args)
     except RuntimeError:  # the loop closed: shutting down
         pass
+
+
+def _gated(state: Any, fn, *args) -> None:
+    """`fn(*args)` on the loop, never while a decision thread mutates the same holds (webhook/server/gate.py)."""
+    gate = getattr(state, "gate", None)  # stand-in states in tests have none
+    if gate is None:
+        fn(*args)
+    else:
+        gate.run(fn, *args)
 
 
 async def decide_committed(review, decision, doc, cause, *, mutate: bool, state, now: float, budget_end: float, redo):
@@ -992,7 +1000,7 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
         except (asyncio.TimeoutError, LedgerUnavailable) as exc:
             outcome = "timeout" if isinstance(exc, asyncio.TimeoutError) else "unavailable"
             message = str(exc) or f"the reservation ledger was not written within {max(left, 0):.2f}s"
-        ledger.undo(taken)  # never answered "allowed": its holds and workload changes must not count here
+        _gated(state, ledger.undo, taken)  # never answered "allowed": its holds and workload changes must not count here
         if outcome != "conflict":
             return (*rv.failure(review, mutate=mutate, state=state, cause=f"ledger_{outcome}", message=message),
                     f"ledger_{outcome}", attempts)
@@ -1000,5 +1008,10 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
             msg = f"{attempts} conflicting writes to the reservation ledger"
             return (*rv.failure(review, mutate=mutate, state=state, cause="ledger_conflict", message=msg),
                     "ledger_conflict", attempts)
-        decision, doc, cause = redo()
+        decision, doc, cause = await _redone(redo())
     return decision, doc, cause, attempts
+
+
+async def _redone(answer):
+    """`redo()`'s answer, awaited when it decides off the loop."""
+    return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer
