@@ -95,6 +95,7 @@ async def _decide(review, *, mutate: bool, state, now: float, budget: float, exe
         if answer is not None:
             return answer
     fut = asyncio.get_running_loop().run_in_executor(executor, _thread_answer, review, mutate, state, now)
+    fut.add_done_callback(lambda _: state.gate.drain())  # on the loop, even after a timeout: updates queued behind it go
     try:
         return await asyncio.wait_for(asyncio.shield(fut), budget)
     except asyncio.TimeoutError:

@@ -172,7 +172,7 @@ class PolicyReloader:
         return True
 
     async def check(self) -> bool | None:
-        """Reload if the inputs changed: True swapped, False rejected, None unchanged."""
+        """Reload if the inputs changed: True swapped (or queued behind a deciding thread), False rejected, None unchanged."""
         seen = fingerprint(self.source)
         if seen == self._seen:
             return None

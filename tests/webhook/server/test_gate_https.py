@@ -206,3 +206,39 @@ def test_off_loop_decisions_admit_exactly_the_quota_while_watch_events_arrive(pk
     assert sum(a["allowed"] for a in answers) == 32
     assert snap.reservations.totals()["quota team-a"][0] == 32_000
     assert state.metrics.value("allot_watch_events_total", {"kind": "Node", "type": "MODIFIED"}) > 0
+
+
+def test_a_reload_and_a_ledger_update_wait_for_a_deciding_thread(tmp_path):
+    from webhook.server import ledger
+    from webhook.server.reload import PolicyReloader, PolicySource
+    from webhook.server.state import PolicyStatus
+
+    old, new = HeldEngine(), HeldEngine()
+    state = make_state(old, ClusterSnapshot.from_objects([]))
+    reloader = PolicyReloader(state, PolicySource(str(tmp_path)))
+
+    class Mirror:  # a ClusterLedger method's shape: `_post` finds the gate through its `state`
+        def __init__(self):
+            self.state, self.calls = state, []
+
+        def _event(self, kind, cm):
+            self.calls.append((kind, state.engine is new))
+
+    mirror = Mirror()
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        state.gate.loop = loop
+        state.gate.lock.acquire()  # a decision thread is deciding
+        reloader._install((new, PolicyStatus(generation=2, source="x")))
+        await asyncio.to_thread(ledger._post, loop, mirror._event, "MODIFIED", {})
+        await until(lambda: state.gate.detail()["deferred"] == 2, "swap and ledger event queued")
+        held = (state.engine is old, state.policy.generation, list(mirror.calls))
+        state.gate.lock.release()
+        state.gate.drain()
+        return held
+
+    held = asyncio.run(scenario())
+    assert held == (True, 1, [])
+    assert state.engine is new and state.policy.generation == 2
+    assert mirror.calls == [("MODIFIED", True)]  # after the swap: the order they came in
