@@ -3,7 +3,9 @@
 Handlers are decode -> decide -> encode (webhook.review). A decision runs inline
 on the loop when the engine has proven fast; otherwise in a thread, awaited with
 the API server's `?timeout=` minus a margin, so the answer is always sent in time
-(the `--on-error` decision if the engine is late) rather than cut off.
+(the `--on-error` decision if the engine is late) rather than cut off. Every decision
+holds the state's gate (gate.py); the loop only try-acquires it, so a thread that
+hangs inside a decision never stalls the loop.
 """
 
 from __future__ import annotations
@@ -68,13 +70,32 @@ def _timed_answer(review, mutate: bool, state, now: float):
         state.timer.observe(time.perf_counter() - t)
 
 
+def _thread_answer(review, mutate: bool, state, now: float):
+    """A decision on a worker thread: holds the gate, so it never interleaves with another or with loop updates."""
+    return state.gate.decide(_timed_answer, review, mutate, state, now)
+
+
+def _inline_answer(review, mutate: bool, state, now: float):
+    """A decision on the loop if no thread holds the gate (never waits for one); None when it must go to a thread."""
+    gate = state.gate
+    if not gate.try_enter():
+        return None
+    try:
+        return _timed_answer(review, mutate, state, now)
+    finally:
+        gate.leave()
+
+
 async def _decide(review, *, mutate: bool, state, now: float, budget: float, executor):
     """(decision, doc, cause) within `budget` seconds, inline or in a thread."""
     if budget <= 0:
         return (*rv.failure(review, mutate=mutate, state=state, cause="timeout", message="no time left to decide"), "timeout")
     if state.timer.inline_ok(budget):
-        return _timed_answer(review, mutate, state, now)
-    fut = asyncio.get_running_loop().run_in_executor(executor, _timed_answer, review, mutate, state, now)
+        answer = _inline_answer(review, mutate, state, now)
+        if answer is not None:
+            return answer
+    fut = asyncio.get_running_loop().run_in_executor(executor, _thread_answer, review, mutate, state, now)
+    fut.add_done_callback(lambda _: state.gate.drain())  # on the loop, even after a timeout: updates queued behind it go
     try:
         return await asyncio.wait_for(asyncio.shield(fut), budget)
     except asyncio.TimeoutError:
@@ -112,18 +133,23 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
             if allowance is None:
                 allowance = state.default_timeout - margin(state.default_timeout)
             budget = allowance - (time.perf_counter() - start)
+            answer = None
             if budget > 0 and state.timer.inline_ok(budget):  # the common case: no coroutine, no thread
-                decision, doc, cause = _timed_answer(review, mutate, state, now)
-            else:
-                decision, doc, cause = await _decide(
-                    review, mutate=mutate, state=state, now=now, budget=budget, executor=executor
-                )
+                answer = _inline_answer(review, mutate, state, now)  # None: a thread holds the gate
+            if answer is None:
+                answer = await _decide(review, mutate=mutate, state=state, now=now, budget=budget, executor=executor)
+            decision, doc, cause = answer
             # Holds to commit before "allowed" leaves; with escrow, a denial may wait for other replicas' slices.
             if state.ledger is not None and (review.taken or (review.taken is not None and state.ledger.escrow
                                                                and not decision.allowed)):
+                end = start + allowance
+
+                def redo():  # decided again like the first time: inline if the gate is free, else on a thread
+                    return _decide(review, mutate=mutate, state=state, now=now,
+                                   budget=end - time.perf_counter(), executor=executor)
+
                 decision, doc, cause, review.attempts = await decide_committed(
-                    review, decision, doc, cause, mutate=mutate, state=state, now=now, budget_end=start + allowance,
-                    redo=lambda: _timed_answer(review, mutate, state, now),
+                    review, decision, doc, cause, mutate=mutate, state=state, now=now, budget_end=end, redo=redo,
                 )
             seconds = time.perf_counter() - start
             # Metrics and the log line are not part of the answer: they run on the loop's next
@@ -153,6 +179,7 @@ async def _readyz(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
     state.priority_drift()  # a gauge of live cluster state: computed when scraped (a handful of classes)
+    state.metrics.gate(state.gate.detail())
     body, ctype = state.metrics.render()
     return web.Response(body=body, headers={"Content-Type": ctype})
 
@@ -169,6 +196,7 @@ def make_app(state, *, tasks: tuple[Callable[[], Awaitable[None]], ...] = (), wo
     app.router.add_get("/metrics", _metrics)
 
     async def background(app: web.Application):
+        state.gate.loop = asyncio.get_running_loop()  # decision threads schedule the deferred updates' drain here
         running = [asyncio.create_task(t()) for t in tasks]
         yield
         for t in running:

@@ -435,6 +435,8 @@ class Escrow:
                     wait = landed + WANT_PATIENCE - nowp
                 await _next_read(shards + wanting, min(wait, left))
                 out = redo()
+                if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):  # decided off the loop (serve's gate)
+                    out = await out
                 if out[0].allowed or out[2] is not None:
                     result = "admitted" if out[0].allowed else "failed"
                     return out

@@ -445,7 +445,7 @@ class ClusterLedger(Escrow):
         while not self.synced:
             try:
                 items, rv = await asyncio.to_thread(self._list)
-                self._relisted(items, rv)
+                _gated(self.state, self._relisted, items, rv)
                 self.synced, self.error = True, None
             except Exception as exc:  # noqa: BLE001 - not ready until read; retried
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
@@ -463,7 +463,7 @@ class ClusterLedger(Escrow):
             while True:
                 await asyncio.sleep(PRUNE_INTERVAL)
                 if self.deferred and self.state.cluster.synced:
-                    self._mirror_deferred()
+                    _gated(self.state, self._mirror_deferred)
                 now = time.time()
                 for shard in list(self.shards.values()):
                     if not shard.flushing and any(self._droppable(k, e, now) or self._newly_seen(k, e)
@@ -660,8 +660,7 @@ class ClusterLedger(Escrow):
                         self.unlanded[(shard.name, change.key)] = rest
                     else:
                         del self.unlanded[(shard.name, change.key)]
-        for key in keys:
-            self._recompute(key)
+        _gated(self.state, lambda: [self._recompute(key) for key in keys])
 
     def _apply(self, part: Changes, entries: dict) -> bool:
         """Apply one request's workload changes and pod holds to `entries` (the write being built); False, unchanged, if a take is not covered."""
@@ -768,7 +767,7 @@ class ClusterLedger(Escrow):
                             try:
                                 cm = await asyncio.to_thread(self._get, shard.name)
                                 if shard.rv == rv:
-                                    self._load(shard, cm)
+                                    _gated(self.state, self._load, shard, cm)
                             except Exception as reread:  # noqa: BLE001
                                 log.warning("re-reading %s failed: %s", shard.name, reread)
                         _settle([b for b in batch if not any(b is a for a in again)], False)
@@ -786,7 +785,7 @@ class ClusterLedger(Escrow):
                 new_rv = (cm.get("metadata") or {}).get("resourceVersion")
                 if newer(new_rv, shard.rv):  # (the watch may have shown this very write already)
                     before, shard.rv, shard.entries, shard.text = shard.entries, new_rv, entries, text
-                    self._mirror(shard, before)  # only drops: other replicas' holds this write pruned
+                    _gated(self.state, self._mirror, shard, before)  # only drops: other replicas' holds this write pruned
                 if parts:
                     self._landed_changes(shard, [b[0] for b in parts])
                     late = [c for b in parts if b[3].done() and not b[0].release for _, c, _ in b[0].changes if c.op == "take"]
@@ -868,11 +867,20 @@ def _done(loop: asyncio.AbstractEventLoop, value: Any) -> asyncio.Future:
 
 
 def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
-    """Run `fn(*args)` on the loop thread (the only thread that touches shards and the snapshot)."""
+    """Run `fn(*args)` on the loop thread (the only thread that touches shards and the snapshot), through the state's gate."""
     try:
-        loop.call_soon_threadsafe(fn, *args)
+        loop.call_soon_threadsafe(_gated, getattr(getattr(fn, "__self__", None), "state", None), fn, *args)
     except RuntimeError:  # the loop closed: shutting down
         pass
+
+
+def _gated(state: Any, fn, *args) -> None:
+    """`fn(*args)` on the loop, never while a decision thread mutates the same holds (webhook/server/gate.py)."""
+    gate = getattr(state, "gate", None)  # stand-in states in tests have none
+    if gate is None:
+        fn(*args)
+    else:
+        gate.run(fn, *args)
 
 
 async def decide_committed(review, decision, doc, cause, *, mutate: bool, state, now: float, budget_end: float, redo):
@@ -905,7 +913,7 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
         except (asyncio.TimeoutError, LedgerUnavailable) as exc:
             outcome = "timeout" if isinstance(exc, asyncio.TimeoutError) else "unavailable"
             message = str(exc) or f"the reservation ledger was not written within {max(left, 0):.2f}s"
-        ledger.undo(taken)  # never answered "allowed": its holds and workload changes must not count here
+        _gated(state, ledger.undo, taken)  # never answered "allowed": its holds and workload changes must not count here
         if outcome != "conflict":
             return (*rv.failure(review, mutate=mutate, state=state, cause=f"ledger_{outcome}", message=message),
                     f"ledger_{outcome}", attempts)
@@ -913,7 +921,12 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
             msg = f"{attempts} conflicting writes to the reservation ledger"
             return (*rv.failure(review, mutate=mutate, state=state, cause="ledger_conflict", message=msg),
                     "ledger_conflict", attempts)
-        decision, doc, cause = redo()
+        decision, doc, cause = await _redone(redo())
         if ledger.escrow and not decision.allowed and cause is None:
             decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
     return decision, doc, cause, attempts
+
+
+async def _redone(answer):
+    """`redo()`'s answer, awaited when it decides off the loop."""
+    return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer

@@ -60,6 +60,13 @@ class Metrics:
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0), registry=r,
         )
         self.cluster_synced = Gauge("allot_cluster_synced", "1 once every watched kind finished its first list.", registry=r)
+        # Loop-side updates (watch events, ledger mirror, reload) waiting for a decision thread to let go of the
+        # gate (webhook/server/gate.py): a queue that keeps growing means a decision is hung. Set on each scrape.
+        self.deferred_updates = Gauge("allot_deferred_updates", "Loop-side updates waiting for a decision thread.", registry=r)
+        self.deferred_oldest = Gauge(
+            "allot_deferred_oldest_seconds", "How long the oldest waiting loop-side update has waited.", registry=r)
+        self.deferred_longest = Gauge(
+            "allot_deferred_longest_seconds", "The longest any loop-side update has waited for a decision thread.", registry=r)
         self.priority_drift = Gauge(
             "allot_priority_class_drift",
             "1 per declared priority class whose live PriorityClass differs, by field (value, preemptionPolicy, "
@@ -67,6 +74,12 @@ class Metrics:
             ["class", "field"],
             registry=r,
         )
+
+    def gate(self, detail: dict) -> None:
+        """Set the deferred-update gauges from DecisionGate.detail()."""
+        self.deferred_updates.set(detail["deferred"])
+        self.deferred_oldest.set(detail["oldest_wait_s"])
+        self.deferred_longest.set(detail["longest_wait_s"])
 
     def count_decision(self, endpoint: str, allowed: bool, seconds: float, reasons) -> None:
         """The per-request metrics in one call (loop thread only)."""

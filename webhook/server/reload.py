@@ -132,6 +132,14 @@ class PolicyReloader:
         self._seen: tuple | None = None
 
     def _install(self, result) -> None:
+        # Warming and adopting change the snapshot's indexes: never while a decision thread uses them.
+        gate = getattr(self.state, "gate", None)
+        if gate is None:
+            self._swap(result)
+        else:
+            gate.run(self._swap, result)
+
+    def _swap(self, result) -> None:
         engine, status = result
         prev = self.state.policy
         status = PolicyStatus(**{**status.to_json(), "rejected": prev.rejected, "last_error": prev.last_error,
@@ -164,7 +172,7 @@ class PolicyReloader:
         return True
 
     async def check(self) -> bool | None:
-        """Reload if the inputs changed: True swapped, False rejected, None unchanged."""
+        """Reload if the inputs changed: True swapped (or queued behind a deciding thread), False rejected, None unchanged."""
         seen = fingerprint(self.source)
         if seen == self._seen:
             return None

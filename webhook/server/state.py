@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.server.decisionlog import DecisionLog
+from webhook.server.gate import DecisionGate
 from webhook.server.metrics import Metrics
 
 ON_ERROR = ("allow", "deny")
@@ -114,6 +115,7 @@ class State:
         self.max_body = max_body
         self.default_timeout = default_timeout  # the API server's own default is 10 s
         self.timer = DecisionTimer()
+        self.gate = DecisionGate()  # decisions and loop-side updates of decision state never interleave (gate.py)
         self.policy = PolicyStatus()
         self.cluster = ClusterStatus()
         self.tls: dict = {}
@@ -167,6 +169,7 @@ class State:
             "on_error": self.on_error,
             "mode": self.mode,
             "digest": self.policy.digest,
+            "decisions": self.gate.detail(),  # updates waiting on a decision thread: a hung one shows here
             "ledger": None if self.ledger is None else {
                 "namespace": self.ledger.namespace, "replica": self.ledger.replica, "synced": self.ledger.synced,
                 "shards": len(self.ledger.shards), "error": self.ledger.error,

@@ -3,7 +3,8 @@
 One thread per resource does the blocking I/O (list, then watch from the list's
 resourceVersion, reconnecting from the last seen one; a 410 Gone relists). Events
 are handed to the loop with `call_soon_threadsafe`, so the snapshot is only ever
-changed on the loop thread, between admission decisions. Raw JSON is parsed with
+changed on the loop thread, between admission decisions: through the state's gate,
+so an event that arrives while a decision thread runs waits, in order, for it. Raw JSON is parsed with
 orjson instead of the client's model classes: the snapshot wants plain dicts and
 model deserialization costs more than the rest of an event's handling.
 """
@@ -204,7 +205,9 @@ class ClusterWatcher:
     def _post(self, fn, *args, **kwargs) -> None:
         if self.loop is not None and not self.loop.is_closed():
             try:
-                self.loop.call_soon_threadsafe(functools.partial(fn, *args, **kwargs))
+                gate = getattr(self.state, "gate", None)  # applied in arrival order, never under a deciding thread
+                call = functools.partial(fn, *args, **kwargs)
+                self.loop.call_soon_threadsafe(call if gate is None else functools.partial(gate.run, call))
             except RuntimeError:  # the loop closed between the check and the call: shutting down
                 pass
 
