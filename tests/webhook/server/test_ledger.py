@@ -77,6 +77,25 @@ async def until_ready(state, timeout=10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+def on_two_replicas(make, pki, scenario) -> None:
+    """Run `scenario(double, (a, url_a, session_a), (b, url_b, session_b))` on two ready replicas `make(url)` builds over one API double."""
+    from tests.webhook.wh_harness import running
+
+    async def main():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            a, b = make(url), make(url)
+            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
+                await until_ready(a)
+                await until_ready(b)
+                await scenario(double, (a, ua, sa), (b, ub, sb))
+        finally:
+            await double.stop()
+
+    asyncio.run(main())
+
+
 async def post(session, url, body):
     async with session.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
         return resp.status, orjson.loads(await resp.read())

@@ -16,7 +16,7 @@ import pytest
 
 from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, DECLS, bound, kueue_member, node, rack_of
-from tests.webhook.server.test_ledger import NS, post, until_ready
+from tests.webhook.server.test_ledger import NS, on_two_replicas, post, until_ready
 from tests.webhook.wh_harness import make_pki, review, running
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.server.decisionlog import DecisionLog
@@ -74,19 +74,7 @@ def patched_rack(resp: dict):
 
 
 def two_replicas(policy_dir, pki, objects, scenario):
-    async def main():
-        double = ApiDouble()
-        url = await double.start()
-        try:
-            a, b = replica(policy_dir, url, objects), replica(policy_dir, url, objects)
-            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
-                await until_ready(a)
-                await until_ready(b)
-                await scenario(double, (a, ua, sa), (b, ub, sb))
-        finally:
-            await double.stop()
-
-    asyncio.run(main())
+    on_two_replicas(lambda url: replica(policy_dir, url, objects), pki, scenario)
 
 
 # Rack r1: two empty 8-GPU nodes. Rack r2: two nodes whose GPUs are all in use.

@@ -14,8 +14,8 @@ import uuid
 
 import orjson
 
-from tests.webhook.server.test_ledger import NS, SHARD, burst, policy_dir, pki, post, replica, until_ready  # noqa: F401
-from tests.webhook.wh_harness import pod, running
+from tests.webhook.server.test_ledger import NS, SHARD, burst, on_two_replicas, policy_dir, pki, post, replica, until_ready  # noqa: F401
+from tests.webhook.wh_harness import pod
 from webhook.bench.apidouble import ApiDouble
 
 KEY = "wl:team-a/Deployment/{}"
@@ -90,19 +90,7 @@ async def allowed(session, url, body) -> bool:
 
 
 def two_replicas(policy_dir, pki, scenario):
-    async def main():
-        double = ApiDouble()
-        url = await double.start()
-        try:
-            a, b = replica(policy_dir, url), replica(policy_dir, url)
-            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
-                await until_ready(a)
-                await until_ready(b)
-                await scenario(double, (a, ua, sa), (b, ub, sb))
-        finally:
-            await double.stop()
-
-    asyncio.run(main())
+    on_two_replicas(lambda url: replica(policy_dir, url), pki, scenario)
 
 
 def test_a_workload_held_on_one_replica_is_counted_by_the_other(pki, policy_dir):
