@@ -39,8 +39,8 @@ def add_arguments(parser) -> None:
                           "(compare-and-swap before every reserving 'allowed'; needs --kubeconfig or in-cluster)")
     escrow = beh.add_mutually_exclusive_group()
     escrow.add_argument("--ledger-escrow", action="store_true",
-                        help="with --ledger: each replica keeps a slice of a quota's free capacity and "
-                             "admits inside it without a write per pod (docs/webhook.md, Escrow)")
+                        help="EXPERIMENTAL, over-admits after a replica dies (docs/webhook.md, Escrow): with --ledger, each replica "
+                             "keeps a slice of a quota's free capacity and admits inside it without a write per pod")
     escrow.add_argument("--no-ledger-escrow", action="store_true",
                         help="with --ledger: no slices, every reserving 'allowed' waits for its own compare-and-swap "
                              "(the default; overrides ALLOT_LEDGER_ESCROW=1)")
@@ -64,8 +64,8 @@ def options_from(args, decision_log):
     if (args.ledger_escrow or args.no_ledger_escrow) and args.ledger is None:
         flag = "--ledger-escrow" if args.ledger_escrow else "--no-ledger-escrow"
         raise UsageError(f"{flag} needs --ledger NAMESPACE (slices are claimed in the ledger's shards)")
-    # Escrow stays opt-in (docs/webhook.md, Escrow: one e2e run in three over-admitted by 2 after a replica was
-    # killed, not explained yet); without a flag, ALLOT_LEDGER_ESCROW=1 in the environment turns it on.
+    # Escrow stays opt-in (docs/webhook.md, Escrow: the e2e killed-replica test over-admits by 1-2 in 2 runs of 3,
+    # not explained yet); without a flag, ALLOT_LEDGER_ESCROW=1 in the environment turns it on.
     escrow = args.ledger_escrow or (not args.no_ledger_escrow and os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1")
     if args.workers < 1 or args.workers > 64:
         raise UsageError(f"--workers {args.workers}: give 1 to 64 processes")

@@ -159,6 +159,9 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
             from webhook.server.ledger import ClusterLedger
 
             state.ledger = ClusterLedger(api, o.ledger, state=state, escrow=o.ledger_escrow)
+            if state.ledger.escrow:
+                log.warning("ledger escrow is EXPERIMENTAL: the e2e killed-replica test over-admits with it "
+                            "(docs/webhook.md, Escrow); run --ledger without it in production")
             tasks.append(state.ledger.run)
     ca_path = None
     if o.self_signed:
