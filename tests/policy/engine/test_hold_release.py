@@ -146,6 +146,11 @@ def run(case):
 def test_release(case):
     e, snap, allowed = run(case)
     assert allowed == case.want_allowed
+    assert_held(e, snap, case)
+
+
+def assert_held(e, snap, case) -> None:
+    """The table's `want_held`, `want_memory` and `want_fits` (a stranger's pod fits beside the hold) for `snap`."""
     assert held(snap) == case.want_held
     if case.want_memory is not None:
         assert memory_held(snap) == case.want_memory

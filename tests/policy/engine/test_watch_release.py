@@ -11,7 +11,7 @@ from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 
-from tests.policy.engine.test_hold_release import dep, engine, held, memory_held, review
+from tests.policy.engine.test_hold_release import assert_held, dep, engine, review
 from tests.policy.engine.test_workloads_decide import member
 
 GIB = 2**30
@@ -75,12 +75,7 @@ def run(case):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_watch_release(case):
     e, snap = run(case)
-    assert held(snap) == case.want_held
-    if case.want_memory is not None:
-        assert memory_held(snap) == case.want_memory
-    if case.want_fits is not None:
-        stranger = member(9, owner="other-1234", hash_="1234")
-        assert e.decide(review(stranger), snap, 2.0, reserve=False).allowed is case.want_fits
+    assert_held(e, snap, case)
     quota = e.state_for(snap).quota
     assert quota.used[0] == sum(h[1] for _, hs in snap.reservations.holds.values() for h in hs)  # usage is the holds, never released twice
 
