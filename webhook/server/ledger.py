@@ -44,7 +44,7 @@ import orjson
 from policy.blocks.holdbook import book_of
 from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
 from webhook.server import ledger_gangs, ledger_ops
-from webhook.server.escrow import Escrow
+from webhook.server.escrow import ESCROW_PREFIX, Escrow
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
@@ -145,7 +145,7 @@ class ClusterLedger(Escrow):
         self.state = state
         self.replica = replica or uuid.uuid4().hex[:12]
         self.shards: dict[str, Shard] = {}
-        self.remote: dict[str, dict[str, tuple]] = {}  # key -> shard name -> holds of another replica
+        self.remote: dict[str, dict[str, tuple]] = {}  # key (a slice's: key@shard) -> shard name -> (holds, expiry) of another replica
         self.synced = False
         self.error: str | None = None
         self.roots: dict[str, str] = {}
@@ -204,18 +204,23 @@ class ClusterLedger(Escrow):
                 added = self._mirror_gang(key, new.get(key), now) or added
                 continue
             entry = new.get(key)
-            per = self.remote.get(key)
+            # A replica's slices share one key in every shard but live and renew apart: held here one per shard.
+            local = f"{key}@{shard.name}" if key.startswith(ESCROW_PREFIX) else key
+            per = self.remote.get(local)
             if entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]:  # (a want holds nothing)
                 if per is not None and shard.name in per:
                     del per[shard.name]
-                    changed.add(key)
+                    changed.add(local)
                 continue
-            held = tuple(tuple(h) for h in entry[1])
-            per = self.remote.setdefault(key, {})
+            # The expiry too: a slice renewed at the same size must live on here, not end at its first expiry.
+            held = (tuple(tuple(h) for h in entry[1]), entry[0])
+            per = self.remote.setdefault(local, {})
             if per.get(shard.name) != held:
+                prev = per.get(shard.name)  # (expired here meanwhile: decisions since did not count it)
+                grew = prev is None or prev[1] <= now or _grew(prev[0], held[0])
                 per[shard.name] = held
-                changed.add(key)
-                added = True
+                changed.add(local)
+                added = added or grew
         for key in changed:
             per = self.remote.get(key) or {}
             if not per:
@@ -225,8 +230,8 @@ class ClusterLedger(Escrow):
             ns, _, name = key.partition("/")
             if snapshot.pod(ns, name) is not None:
                 continue  # the pod carries its own charge
-            expires_at = min(self.shards[s].entries[key][0] for s in per)
-            ledger.reserve(key, tuple(h for holds in per.values() for h in holds), expires_at)
+            expires_at = min(at for _, at in per.values())
+            ledger.reserve(key, tuple(h for holds, _ in per.values() for h in holds), expires_at)
         return added
 
     def _recompute(self, key: str, now: float | None = None) -> bool:

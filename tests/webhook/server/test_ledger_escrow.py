@@ -187,7 +187,7 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
                     if entry[2] == dead.ledger.replica:
                         entry[0] = time.time() - 1
                 double.put("configmaps", {**cm, "data": {"holds": orjson.dumps(entries).decode()}})
-                await until(lambda: all(not s.ledger.remote.get(f"{ESCROW_PREFIX}{dead.ledger.replica}") for s in (b, c)),
+                await until(lambda: all(not s.ledger.remote.get(f"{ESCROW_PREFIX}{dead.ledger.replica}@{SHARD}") for s in (b, c)),
                             "the watch never showed the dead replica's expiry")
                 second = await wave([(ub, sb), (uc, sc)], [f"r{i}" for i in range(QUOTA)])
                 assert first + second == QUOTA  # the quota is whole again, and exact
@@ -305,5 +305,53 @@ def test_a_denial_waits_only_for_what_other_slices_could_give_back(policy_dir):
         assert ledger.returnable(denial()) is None
         assert not ledger._wanted_elsewhere(shard, time.time())  # an answer is not a want
         assert shard.name + WANT_SUFFIX in ledger.shards
+
+    asyncio.run(scenario())
+
+
+def test_another_replicas_slice_counts_here_for_as_long_as_its_shard_says(tmp_path):
+    """A slice renewed at the same size lives on here past its first expiry; a replica's slices in two shards end apart.
+
+    (Both once ended here early: the same-size renewal was not seen as a change, and one replica's
+    slices in every shard were held as one hold expiring with the soonest. The survivors of the
+    e2e killed-replica test then counted the other's slice as free, and over-admitted.)
+    """
+    from webhook.server import review as rv
+    from webhook.server.ledger import shard_name
+
+    (tmp_path / "q.policy").write_text('quota team-a {\n  for namespace matches "team-a*"\n  gpus 64\n}\n'
+                                       'quota team-b {\n  for namespace matches "team-b*"\n  gpus 64\n}\n')
+
+    async def scenario():
+        state = plain_replica(tmp_path, "http://127.0.0.1:9")  # never called: the shards are loaded by hand
+        ledger = state.ledger
+        rvs = iter(range(10, 100))
+
+        def load(qid: str, expires_in: float, gpus: int) -> None:
+            name = shard_name(qid)
+            shard = ledger.shards.setdefault(name, ledger._new_shard(name))
+            entry = [time.time() + expires_in, [[qid, gpus * 1000, 0, None, gpus * 1000]], "other", None]
+            ledger._load(shard, {"metadata": {"resourceVersion": str(next(rvs))},
+                                 "data": {"holds": orjson.dumps({f"{ESCROW_PREFIX}other": entry}).decode()}})
+
+        def used(ns: str) -> int:
+            """Milli-GPU counted in use in `ns`'s quota (a dry run of the whole quota: 0 when it fits)."""
+            r = rv.decode(orjson.dumps(review(pod("x", gpus=64, namespace=ns), dryRun=True)), state)
+            decision = rv.decide(r, mutate=False, state=state, now=time.time())
+            return decision.denials[0].data["used"] if not decision.allowed else 0
+
+        load("quota team-a", 0.3, 10)
+        load("quota team-b", 30.0, 12)
+        assert (used("team-a"), used("team-b")) == (10000, 12000)
+        gen = ledger.generation
+        load("quota team-a", 30.0, 10)  # the same slice renewed: only its expiry moved
+        assert ledger.generation == gen  # nothing new to count: decisions made before are not stale
+        await asyncio.sleep(0.5)  # past the first expiry
+        assert used("team-a") == 10000  # still counted: the renewal's expiry holds
+        load("quota team-a", 0.3, 10)
+        await asyncio.sleep(0.5)
+        assert (used("team-a"), used("team-b")) == (0, 12000)  # team-a's slice ended; team-b's, in its own shard, did not
+        load("quota team-a", 30.0, 10)  # claimed again after it ended here: decisions since did not count it
+        assert ledger.generation > gen and used("team-a") == 10000
 
     asyncio.run(scenario())
