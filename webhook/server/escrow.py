@@ -304,9 +304,17 @@ class Escrow:
         return {"slice": new, "exp": exp if new else 0.0, "spent": {}, "recorded": recorded, "at": now,
                 "done": asyncio.Event()}
 
-    def _landed(self, shard, ok: bool) -> None:
-        """The write in flight ended: on success its slice replaces the old one; else what it spent stays on the old."""
+    def _landed(self, shard, ok: bool, known: bool = True) -> None:
+        """The write in flight ended: on success its slice replaces the old one; else what it spent stays on the old.
+
+        A failure whose outcome is not `known` (no answer, a 5xx: the write may have been
+        stored) leaves no slice to admit in: the shard may now hold the new, smaller one.
+        Until the next write lands every admission writes; what was spent stays covered by
+        whichever slice the shard holds, and is recorded by that next write.
+        """
         flight, shard.flight = shard.flight, None
+        if not known:
+            shard.slice, shard.slice_exp = {}, 0.0
         if flight is None:
             return
         if "done" in flight:

@@ -55,6 +55,9 @@ MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
 RELEASE_TRIES = 16  # writes of a release (never awaited) before it is left to the entry's expiry
 PRUNE_INTERVAL = 5.0
+# (connect, read) seconds of one get or write: a stalled API server must not hold a shard's one write in
+# flight for ever (every later commit to it would time out behind it); its outcome is then unknown.
+CALL_TIMEOUT = (3.0, 10.0)
 WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
 
 
@@ -369,7 +372,8 @@ class ClusterLedger(Escrow):
         from kubernetes.client.rest import ApiException
 
         try:
-            resp = self.core.read_namespaced_config_map(name, self.namespace, _preload_content=False)
+            resp = self.core.read_namespaced_config_map(name, self.namespace, _preload_content=False,
+                                                        _request_timeout=CALL_TIMEOUT)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -394,10 +398,12 @@ class ClusterLedger(Escrow):
                 "metadata": {"name": shard.name, "namespace": self.namespace, "labels": {LABEL: "reservations"}},
                 "data": {"holds": text}}
         if rv is None:
-            resp = self.core.create_namespaced_config_map(self.namespace, body, _preload_content=False)
+            resp = self.core.create_namespaced_config_map(self.namespace, body, _preload_content=False,
+                                                          _request_timeout=CALL_TIMEOUT)
         else:
             body["metadata"]["resourceVersion"] = rv
-            resp = self.core.replace_namespaced_config_map(shard.name, self.namespace, body, _preload_content=False)
+            resp = self.core.replace_namespaced_config_map(shard.name, self.namespace, body, _preload_content=False,
+                                                           _request_timeout=CALL_TIMEOUT)
         return orjson.loads(resp.data)
 
     def _watch_thread(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -756,8 +762,8 @@ class ClusterLedger(Escrow):
                 try:
                     cm = await asyncio.to_thread(self._write, shard, rv, text)
                 except Exception as exc:  # noqa: BLE001 - classified below
-                    self._landed(shard, False)
                     status = getattr(exc, "status", None)
+                    self._landed(shard, False, known=type(status) is int and 400 <= status < 500)
                     again = [b for b in parts if b[0].release and b[0].tries < RELEASE_TRIES]
                     for b in again:  # a release is nobody's request: written again against the newer version
                         b[0].tries += 1

@@ -355,3 +355,54 @@ def test_another_replicas_slice_counts_here_for_as_long_as_its_shard_says(tmp_pa
         assert ledger.generation > gen and used("team-a") == 10000
 
     asyncio.run(scenario())
+
+
+class LossyDouble(VersionedDouble):
+    """The versioned double that, when `lose` is set, stores the next write of the quota's shard but answers 500."""
+
+    lose = False
+
+    async def handle(self, request):
+        if self.lose and request.method == "PUT" and request.path.endswith(f"/configmaps/{SHARD}"):
+            self.lose = False
+            await super().handle(request)  # stored (and watched) ...
+            from aiohttp import web
+            return web.json_response({"kind": "Status", "code": 500, "message": "etcdserver: request timed out"},
+                                     status=500)  # ... but the writer never learns it
+        return await super().handle(request)
+
+
+def test_a_write_whose_outcome_is_unknown_admits_nothing_more_inside_the_slice_until_one_lands(pki, policy_dir):
+    """A write stored but answered 500 may have replaced the slice with a smaller one: the writer must not go on spending the old."""
+    from webhook.server import review as rv
+
+    async def scenario():
+        double = LossyDouble()
+        url = await double.start()
+        try:
+            a = plain_replica(policy_dir, url)
+            await a.ledger.start()
+            await commit_unanswered(a, 2)  # the first claims a slice in its write, the second is admitted inside it
+            shard = a.ledger.shards[SHARD]
+            assert a.ledger.slice_admits == 1 and shard.slice
+            double.lose = True
+            a.ledger._kick_empty(shard, asyncio.get_running_loop())  # a renewal: records the pod, writes a new slice
+            await until(lambda: not shard.flushing and not double.lose, "the renewal was never written")
+            assert not shard.slice  # stored or not, this replica cannot know which slice the shard holds now
+            before, writes = a.ledger.slice_admits, double.writes
+            for attempt in range(3):
+                r = rv.decode(orjson.dumps(review(pod("after", gpus=1))), a)
+                decision = rv.decide(r, mutate=False, state=a, now=time.time())
+                assert decision.allowed
+                if await a.ledger.commit(r.taken, 5.0, r.view):
+                    break
+                a.ledger.undo(r.taken)  # (a 409: its view was one version behind the write it never heard of)
+            else:
+                raise AssertionError("never committed")
+            assert a.ledger.slice_admits == before and double.writes > writes  # written, not spent from a slice it may not have
+            assert {"team-a/ghost0", "team-a/ghost1", "team-a/after"} <= set(pods_held(double))
+            assert_every_version_fits(double, QUOTA * 1000)
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
