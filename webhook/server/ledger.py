@@ -186,10 +186,12 @@ class ClusterLedger(Escrow):
         """Make the local ledger hold what other replicas hold in `shard` (skipping pods the snapshot shows).
 
         Only entries that differ from `old` (the shard's previous entries) are looked at: a
-        burst's shard holds thousands, and each event changes a few. Returns True when another
-        replica's hold was added or grew: decisions made before did not count it. (A hold
-        that went away only makes those decisions more careful than needed, never wrong;
-        an unchanged hold that expired is dropped by the local ledger's own clock.)
+        burst's shard holds thousands, and each event changes a few. Returns True when what
+        other replicas hold here grew, net, for some quota: decisions made before did not
+        count it. (Less only makes those decisions more careful than needed, never wrong: a
+        renewal that records a slice's pods as holds and shrinks the slice by as much, or
+        only moves its expiry, leaves queued decisions valid. An unchanged hold that expired
+        is dropped by the local ledger's own clock.)
         """
         ledger = self.holds
         snapshot = self.state.snapshot
@@ -197,6 +199,7 @@ class ClusterLedger(Escrow):
         new = shard.entries
         changed: set[str] = set()
         added = False
+        net: dict = {}  # (quota id, model) -> [milli-GPU, bytes, model milli-GPU] other replicas hold here now, less before
         keys = [k for k, e in new.items() if old.get(k) != e]
         keys += [k for k in old if k not in new]
         for key in keys:
@@ -208,22 +211,26 @@ class ClusterLedger(Escrow):
                 continue
             entry = new.get(key)
             # A replica's slices share one key in every shard but live and renew apart: held here one per shard.
-            local = f"{key}@{shard.name}" if key.startswith(ESCROW_PREFIX) else key
+            slice_key = key.startswith(ESCROW_PREFIX)
+            local = f"{key}@{shard.name}" if slice_key else key
             per = self.remote.get(local)
+            prev = per.get(shard.name) if per is not None else None
+            # Counted here before: not expired meanwhile, and not a pod the snapshot shows (it carries its charge).
+            counts = slice_key or snapshot.pod(*key.partition("/")[::2]) is None
+            if prev is not None and prev[1] > now and counts:
+                _tally(net, prev[0], -1)
             if entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]:  # (a want holds nothing)
-                if per is not None and shard.name in per:
+                if prev is not None:
                     del per[shard.name]
                     changed.add(local)
                 continue
             # The expiry too: a slice renewed at the same size must live on here, not end at its first expiry.
             held = (tuple(tuple(h) for h in entry[1]), entry[0])
-            per = self.remote.setdefault(local, {})
-            if per.get(shard.name) != held:
-                prev = per.get(shard.name)  # (expired here meanwhile: decisions since did not count it)
-                grew = prev is None or prev[1] <= now or _grew(prev[0], held[0])
-                per[shard.name] = held
+            if counts:
+                _tally(net, held[0], +1)
+            if prev != held:
+                self.remote.setdefault(local, {})[shard.name] = held
                 changed.add(local)
-                added = added or grew
         for key in changed:
             per = self.remote.get(key) or {}
             if not per:
@@ -235,7 +242,7 @@ class ClusterLedger(Escrow):
                 continue  # the pod carries its own charge
             expires_at = min(at for _, at in per.values())
             ledger.reserve(key, tuple(h for holds, _ in per.values() for h in holds), expires_at)
-        return added
+        return added or any(x > 0 for v in net.values() for x in v)
 
     def _recompute(self, key: str, now: float | None = None) -> bool:
         """Count workload hold `key` as the shards hold it plus this replica's changes not written yet; True if it grew."""
@@ -830,6 +837,13 @@ def _well_formed(entry: Any) -> bool:
         return False
     return all(isinstance(h, list) and len(h) == 5 and isinstance(h[0], str) and all(type(x) is int for x in (h[1], h[2], h[4]))
                and (h[3] is None or isinstance(h[3], str)) for h in entry[1])
+
+
+def _tally(net: dict, holds: tuple, sign: int) -> None:
+    """Add `sign` x `holds` to `net`, by (quota id, model)."""
+    for qid, milli, memory, model, model_milli in holds:
+        m = net.setdefault((qid, model), [0, 0, 0])
+        m[0], m[1], m[2] = m[0] + sign * milli, m[1] + sign * memory, m[2] + sign * model_milli
 
 
 def _grew(before: tuple, after: tuple) -> bool:

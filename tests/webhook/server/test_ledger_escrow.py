@@ -354,6 +354,21 @@ def test_another_replicas_slice_counts_here_for_as_long_as_its_shard_says(tmp_pa
         load("quota team-a", 30.0, 10)  # claimed again after it ended here: decisions since did not count it
         assert ledger.generation > gen and used("team-a") == 10000
 
+        def renew(gpus: int, pods: int) -> None:
+            """The other replica's renewal in team-a's shard: `pods` of its slice's pods recorded as holds, a slice of `gpus`."""
+            exp = time.time() + 30.0
+            entries = {f"{ESCROW_PREFIX}other": [exp, [["quota team-a", gpus * 1000, 0, None, gpus * 1000]], "other", None]}
+            for i in range(pods):
+                entries[f"team-a/p{i}"] = [exp + 30.0, [["quota team-a", 1000, 0, None, 1000]], "other", None]
+            ledger._load(ledger.shards[shard_name("quota team-a")], {"metadata": {"resourceVersion": str(next(rvs))},
+                                                                     "data": {"holds": orjson.dumps(entries).decode()}})
+
+        gen = ledger.generation
+        renew(8, 2)  # two of its pods recorded, the slice smaller by as much: nothing more to count
+        assert ledger.generation == gen and used("team-a") == 10000
+        renew(8, 3)  # a third pod, admitted by a write of its own: more than before
+        assert ledger.generation > gen and used("team-a") == 11000
+
     asyncio.run(scenario())
 
 
