@@ -39,6 +39,7 @@ class RoundRobin:
 
     def __init__(self, ports: list[int]) -> None:
         self.ports, self.next = ports, 0
+        self.open: set = set()  # writers of the piped connections (both ends)
         self.port = kit.free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -67,6 +68,7 @@ class RoundRobin:
             except OSError:
                 writer.close()
                 return
+            self.open.update((writer, up_writer))
             both = asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
             try:
                 await both
@@ -84,6 +86,17 @@ class RoundRobin:
             self.loop.run_until_complete(main())
         except (asyncio.CancelledError, RuntimeError):
             pass
+
+    def reroute(self, ports: list[int]) -> None:
+        """Deal new connections to `ports` only, and close the open ones (the API server keeps its connections)."""
+        self.ports = ports
+
+        def close_all():
+            for w in list(self.open):
+                w.close()
+            self.open.clear()
+
+        self.loop.call_soon_threadsafe(close_all)
 
     def stop(self) -> None:
         """Close the listener and every piped connection, then the loop."""
@@ -232,6 +245,7 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
         return next((s for s in servers if any(d.get("namespace") == ns and d.get("result") == "allowed"
                                                and not d.get("dry_run") for d in s.decisions())), None)
 
+    diag = _Diag(kube, replicas["ledger_ns"], ns)  # on failure: every shard version and pod event, in a file
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         burst = pool.submit(_creates, core, ns, [f"k{i}" for i in range(CREATES)])
         first = wait_for("a replica to admit", admitting, timeout=30, every=0.02)
@@ -248,14 +262,59 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
     # No hold of the burst is left in the API, the dead replica's included (nor its slice); the survivors
     # keep slices ahead of demand (with escrow): those are not holds of the burst.
     assert not {k: v for k, v in holds.items() if not k.startswith("escrow/") or v[2] == killed_id}
+    diag.views = _views(survivors, ns)  # what each survivor counts in use before the second wave
     more = _creates(core, ns, [f"m{i}" for i in range(2 * QUOTA)])
     stored = len(core.list_namespaced_pod(ns).items)
     allowed = {s.port: sorted(d["name"] for d in s.decisions() if d.get("namespace") == ns and d.get("result") == "allowed"
                               and not d.get("dry_run") and str(d.get("name", "")).startswith("m")) for s in survivors}
-    # the whole quota, no more, no less (on failure: who admitted which of the second wave)
-    assert created + more == QUOTA == stored, (created, more, stored, allowed)
+    # the whole quota, no more, no less (on failure: who admitted which of the second wave, and the dump)
+    assert created + more == QUOTA == stored, (created, more, stored, allowed, diag.dump(servers, first, created, more))
     now = time.time()
     assert all(v[0] > now for v in _shard_holds(core, replicas["ledger_ns"], "ledger-kill").values())
+
+
+class _Diag:
+    """Every ledger shard version and pod event of a namespace with its time, for a JSON dump when a count is off."""
+
+    def __init__(self, kube, ledger_ns, ns):
+        from kubernetes import client, config, watch
+
+        self.events = []
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(kube.kubeconfig), client_configuration=cfg)
+        api = client.CoreV1Api(client.ApiClient(cfg))
+
+        def cms():
+            w = watch.Watch()
+            for ev in w.stream(api.list_namespaced_config_map, ledger_ns, timeout_seconds=600):
+                o = ev["object"]
+                self.events.append({"t": time.time(), "kind": "cm", "type": ev["type"], "name": o.metadata.name,
+                                    "rv": o.metadata.resource_version, "data": (o.data or {}).get("holds")})
+
+        def pods():
+            w = watch.Watch()
+            for ev in w.stream(api.list_namespaced_pod, ns, timeout_seconds=600):
+                o = ev["object"]
+                self.events.append({"t": time.time(), "kind": "pod", "type": ev["type"], "name": o.metadata.name,
+                                    "rv": o.metadata.resource_version})
+
+        for f in (cms, pods):  # daemons: they end with the session
+            threading.Thread(target=f, daemon=True).start()
+
+    def dump(self, servers, first, created, more) -> str:
+        """Write what was recorded, the survivors' views and every decision log; the file's path."""
+        import tempfile
+
+        out = {"views": getattr(self, "views", None), "created": created, "more": more, "killed": first.port,
+               "events": self.events, "decisions": {s.port: s.decisions() for s in servers}}
+        with tempfile.NamedTemporaryFile("w", prefix="allot-e2e-killed-", suffix=".json", delete=False) as f:
+            json.dump(out, f, default=str)
+        return f.name
+
+
+def _views(servers, ns) -> dict:
+    """Each replica's answer to a dry-run pod of the whole quota: its denial names the GPUs it counts in use."""
+    return {s.port: _ask(s, ns, QUOTA) for s in servers}
 
 
 def _deployment(name: str, ns: str, replicas: int, *, paused: bool) -> dict:
@@ -282,24 +341,26 @@ def _dry_runs(core, ns: str, gpus: int, n: int) -> list[bool]:
         return list(pool.map(create, range(n)))
 
 
-def _each_admits(servers, ns: str, gpus: int) -> list[bool]:
-    """Whether each replica, asked directly (a dry-run AdmissionReview to its own /validate), would admit a `gpus`-GPU pod in `ns`."""
+def _ask(server, ns: str, gpus: int) -> dict:
+    """A dry-run AdmissionReview of a `gpus`-GPU pod in `ns` sent to `server`'s own /validate: its response."""
     import ssl
     import urllib.request
     import uuid
 
-    out = []
-    for s in servers:
-        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "ask", "namespace": ns,
-            "operation": "CREATE", "userInfo": {"username": "e2e", "groups": ["system:authenticated"]},
-            "object": gpu_pod("ask", ns, gpus=gpus), "oldObject": None, "dryRun": True}}
-        req = urllib.request.Request(f"{s.url}/validate?timeout=10s", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=str(s.ca)), timeout=10) as r:
-            out.append(json.loads(r.read())["response"]["allowed"])
-    return out
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "name": "ask", "namespace": ns,
+        "operation": "CREATE", "userInfo": {"username": "e2e", "groups": ["system:authenticated"]},
+        "object": gpu_pod("ask", ns, gpus=gpus), "oldObject": None, "dryRun": True}}
+    req = urllib.request.Request(f"{server.url}/validate?timeout=10s", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=str(server.ca)), timeout=10) as r:
+        return json.loads(r.read())["response"]
+
+
+def _each_admits(servers, ns: str, gpus: int) -> list[bool]:
+    """Whether each replica, asked directly, would admit a `gpus`-GPU pod in `ns`."""
+    return [_ask(s, ns, gpus)["allowed"] for s in servers]
 
 
 def _answering(servers, ns: str, since: list[int]) -> int:
@@ -334,6 +395,16 @@ def test_a_deployments_pods_take_from_its_hold_whichever_replica_answers(kube, r
     servers = [s for s in replicas["servers"] if s.proc.poll() is None]  # (the kill test may have stopped one)
     wait_for("an empty quota", lambda: all(_each_admits(servers, ns, WL_QUOTA)), timeout=30, every=0.5)
     assert kube.create(_deployment("taken", ns, WL_QUOTA, paused=True)).returncode == 0  # holds the whole quota
+
+    def admitter():
+        return next((s for s in servers if any(d.get("namespace") == ns and d.get("kind") == "Deployment"
+                                               and d.get("name") == "taken" and d.get("result") == "allowed"
+                                               and not d.get("dry_run") for d in s.decisions())), None)
+
+    holder = wait_for("the Deployment's decision in a log", admitter, timeout=10, every=0.25)
+    proxy = replicas["proxy"]
+    ports = proxy.ports
+    proxy.reroute([s.port for s in servers if s is not holder])  # its pods are answered by the other replicas only
     since = [len(s.decisions()) for s in servers]
 
     def member(i: int) -> bool:  # its pods as its ReplicaSet makes them, created at once (many connections)
@@ -347,15 +418,19 @@ def test_a_deployments_pods_take_from_its_hold_whichever_replica_answers(kube, r
             assert exc.status == 403, exc.body
             return False
 
-    with concurrent.futures.ThreadPoolExecutor(WL_QUOTA) as pool:
-        assert all(pool.map(member, range(WL_QUOTA)))  # each takes its share from the hold: all fit
+    try:
+        with concurrent.futures.ThreadPoolExecutor(WL_QUOTA) as pool:
+            assert all(pool.map(member, range(WL_QUOTA)))  # each takes its share from the hold: all fit
+    finally:
+        proxy.reroute(ports)
+
     def answered():
         return [{d["name"] for d in s.decisions()[n:] if d.get("namespace") == ns and d.get("kind") == "Pod"
                  and d.get("result") == "allowed" and not d.get("dry_run")} for s, n in zip(servers, since)]
 
     wait_for("the decision logs to show the pods", lambda: sum(map(len, answered())) == WL_QUOTA, timeout=10)
     answered = answered()
-    assert sum(1 for a in answered if a) >= 2, answered  # answered by more than the replica that admitted the Deployment
+    assert not answered[servers.index(holder)] and any(answered), answered  # none by the replica that admitted the Deployment
     holds = _shard_holds(core, replicas["ledger_ns"], "ledger-wl")
     assert sum(h[1] for h in holds.get(f"wl:{ns}/Deployment/taken", [0, []])[1]) == 0  # all moved to the pods' holds
     pods = {k: sum(h[1] for h in v[1]) for k, v in holds.items() if k.startswith(f"{ns}/taken-")}

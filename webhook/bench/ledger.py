@@ -40,10 +40,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quota", type=int, default=2000, help="GPUs in the one quota; 1.25x as many pods are sent (default 2000)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per replica (default 16)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--escrow", dest="escrow", action="store_true", default=False,
-                       help="replicas run with --ledger-escrow: they keep slices of the quota and admit inside them")
+    group.add_argument("--escrow", dest="escrow", action="store_true", default=True,
+                       help="replicas run with --ledger-escrow (serve's default): they keep slices of the quota and admit inside them")
     group.add_argument("--no-escrow", dest="escrow", action="store_false",
-                       help="replicas run with --no-ledger-escrow (serve's default): a compare-and-swap per admission")
+                       help="replicas run with --no-ledger-escrow: a compare-and-swap per admission")
     parser.add_argument("--replicas", type=int, default=2, help="replicas writing the one shard, 2..4 (default 2)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")

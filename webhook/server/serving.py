@@ -56,7 +56,7 @@ class ServeOptions:
     max_body: int = DEFAULT_MAX_BODY
     reuse_port: bool = False  # SO_REUSEPORT: `--workers` processes share one port
     ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
-    ledger_escrow: bool = False  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
+    ledger_escrow: bool = True  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
     extra_sans: tuple[str, ...] = field(default=())
 
 
@@ -159,9 +159,8 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
             from webhook.server.ledger import ClusterLedger
 
             state.ledger = ClusterLedger(api, o.ledger, state=state, escrow=o.ledger_escrow)
-            if state.ledger.escrow:
-                log.warning("ledger escrow is EXPERIMENTAL: the e2e killed-replica test over-admits with it "
-                            "(docs/webhook.md, Escrow); run --ledger without it in production")
+            log.info("ledger in namespace %s, %s", o.ledger,
+                     "with escrow (slices)" if state.ledger.escrow else "without escrow: a compare-and-swap per admission")
             tasks.append(state.ledger.run)
     ca_path = None
     if o.self_signed:

@@ -118,9 +118,10 @@ def test_two_workers_share_the_port_and_admit_exactly_the_quota(tmp_path):
 
 
 @pytest.mark.parametrize("flags,env,want_escrow", [
-    ([], None, False), (["--ledger-escrow"], None, True), ([], "1", True), (["--no-ledger-escrow"], "1", False),
+    ([], None, True), ([], "1", True), ([], "0", False), (["--no-ledger-escrow"], None, False),
+    (["--ledger-escrow"], "0", True), (["--no-ledger-escrow"], "1", False),
 ])
-def test_escrow_is_opt_in_by_flag_or_environment(monkeypatch, flags, env, want_escrow):
+def test_escrow_is_the_default_with_ledger_and_off_by_flag_or_environment(monkeypatch, flags, env, want_escrow):
     from webhook.cli.serve import add_arguments, options_from
 
     if env is None:
