@@ -25,7 +25,7 @@ import pytest
 import hypothesis.internal.observability  # noqa: F401
 
 import kit
-from kit import gpu_pod, wait_for
+from kit import RACK, gpu_pod, wait_for
 
 pytestmark = pytest.mark.e2e
 QUOTA = 64
@@ -118,10 +118,10 @@ def replicas(kube, cluster, tmp_path_factory):
     from webhook.server.serving import self_signed
 
     run = cluster["run"]
-    ns, killed_ns, ledger_ns, wl_ns = f"lq-{run}", f"lk-{run}", f"ledger-{run}", f"lw-{run}"
-    for name in (ns, killed_ns, ledger_ns, wl_ns):
+    ns, killed_ns, ledger_ns, wl_ns, gang_ns = f"lq-{run}", f"lk-{run}", f"ledger-{run}", f"lw-{run}", f"lg-{run}"
+    for name in (ns, killed_ns, ledger_ns, wl_ns, gang_ns):
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    for name in (ns, killed_ns, wl_ns):
+    for name in (ns, killed_ns, wl_ns, gang_ns):
         wait_for(f"serviceaccount default in {name}",
                  lambda name=name: kube.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0)
     work = tmp_path_factory.mktemp("allot-ledger-e2e")
@@ -131,7 +131,10 @@ def replicas(kube, cluster, tmp_path_factory):
     pdir.mkdir()
     (pdir / "q.policy").write_text(f'quota ledger-e2e {{\n  for namespace == "{ns}"\n  gpus {QUOTA}\n}}\n'
                                    f'quota ledger-kill {{\n  for namespace == "{killed_ns}"\n  gpus {QUOTA}\n}}\n'
-                                   f'quota ledger-wl {{\n  for namespace == "{wl_ns}"\n  gpus {WL_QUOTA}\n}}\n')
+                                   f'quota ledger-wl {{\n  for namespace == "{wl_ns}"\n  gpus {WL_QUOTA}\n}}\n'
+                                   f'topology fabric {{\n  rack "{RACK}"\n  host "kubernetes.io/hostname"\n}}\n'
+                                   f'gang ledger-racks {{\n  for namespace == "{gang_ns}"\n  require topology fabric.rack\n'
+                                   f'  on unplaceable deny\n}}\n')
     servers = []
     for i in range(REPLICAS):
         (work / f"r{i}").mkdir()
@@ -154,15 +157,15 @@ def replicas(kube, cluster, tmp_path_factory):
             return any(d.get("name") == "probe" and d.get("namespace") == ns for s in servers for d in s.decisions())
 
         wait_for("the ledger webhook configuration to take effect", called, timeout=30, every=0.5)
-        yield {"ns": ns, "killed_ns": killed_ns, "ledger_ns": ledger_ns, "wl_ns": wl_ns, "servers": servers, "run": run,
-               "proxy": proxy}
+        yield {"ns": ns, "killed_ns": killed_ns, "ledger_ns": ledger_ns, "wl_ns": wl_ns, "gang_ns": gang_ns,
+               "servers": servers, "run": run, "proxy": proxy}
     finally:
         kube.run("delete", "validatingwebhookconfiguration", f"allot-ledger-{run}", "--ignore-not-found", check=False)
         if proxy is not None:
             proxy.stop()
         for s in servers:
             s.stop()
-        for name in (ns, killed_ns, ledger_ns, wl_ns):
+        for name in (ns, killed_ns, ledger_ns, wl_ns, gang_ns):
             kube.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
@@ -315,6 +318,41 @@ class _Diag:
 def _views(servers, ns) -> dict:
     """Each replica's answer to a dry-run pod of the whole quota: its denial names the GPUs it counts in use."""
     return {s.port: _ask(s, ns, QUOTA) for s in servers}
+
+
+def test_concurrent_gangs_through_every_replica_take_the_one_rack_that_holds_them_once(kube, replicas):
+    """12 gangs of 2 x 8 GPUs, rack-required, their first members created at once: only rack r1 (two 8-GPU nodes)
+    holds one, so exactly one gang is admitted whichever replicas answer; its second member joins it."""
+    from kubernetes.client.rest import ApiException
+
+    core = _core(kube)
+    ns = replicas["gang_ns"]
+
+    def member(gang: int, i: int) -> bool:
+        p = gpu_pod(f"g{gang}-{i}", ns, gpus=8, labels={"kueue.x-k8s.io/pod-group-name": f"g{gang}"},
+                    annotations={"kueue.x-k8s.io/pod-group-total-count": "2"})
+        try:
+            core.create_namespaced_pod(ns, p, _preload_content=False)
+            return True
+        except ApiException as exc:
+            assert exc.status == 403 and "gang ledger-racks" in (exc.body or ""), exc.body
+            return False
+
+    gangs = 12
+    with concurrent.futures.ThreadPoolExecutor(gangs) as pool:
+        first = list(pool.map(lambda g: member(g, 0), range(gangs)))
+    def answered():
+        return [{d["name"] for d in s.decisions() if d.get("namespace") == ns and not d.get("dry_run")}
+                for s in replicas["servers"] if s.proc.poll() is None]
+
+    wait_for("every first member in a decision log", lambda: sum(map(len, answered())) >= gangs, timeout=10)
+    assert sum(1 for a in answered() if a) >= 2, answered()  # the replicas raced for the rack (else this proves nothing)
+    assert sum(first) == 1, (first, answered())  # one rack, one gang: not one per replica
+    winner = first.index(True)
+    assert member(winner, 1)  # its second member fits the rack held for it, whichever replica answers
+    assert not member((winner + 1) % gangs, 1)  # a losing gang's next member is still denied: the rack is held
+    holds = _shard_holds(core, replicas["ledger_ns"], "gangs")
+    assert [k for k in holds if k.startswith("gang:") and k.endswith(f"/g{winner}")], holds  # its domain is in the cluster ledger
 
 
 def _deployment(name: str, ns: str, replicas: int, *, paused: bool) -> dict:
