@@ -31,6 +31,9 @@ class HoldBook:
     uids: dict[str, str | None] = field(default_factory=dict)
     demand: dict[str, tuple[int, int]] = field(default_factory=dict)
     ended: dict[str, str | None] = field(default_factory=dict)  # key -> uid of the object whose hold ended here
+    # A cluster ledger's hook, called (key, uid, holds released, demand now) when the watch shows a held
+    # workload scaled down unseen by the webhook: the release is written for every replica, not kept here.
+    on_watched_shrink: object = None
 
     def record(self, key: str, uid: str | None, demand: tuple[int, int], live: dict) -> None:
         """Remember what the hold under `key` stands for now; `live` is the ledger's holds (for pruning)."""

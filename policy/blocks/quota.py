@@ -161,7 +161,10 @@ class QuotaLedger:
             before = (was.total_gpus, (was.gpu_memory or 0) * was.pods)
         if before is None or (now[0] >= before[0] and now[1] >= before[1]):
             return  # not smaller: a scale up the webhook missed holds nothing more (its pods are charged one by one)
-        self.shrink_workload(key, w, before)
+        released = self.shrink_workload(key, w, before)
+        hook = book_of(self.holds).on_watched_shrink
+        if hook is not None and released:
+            hook(key, object_uid(new), released, now)
 
     def _apply(self, charges: tuple[Charge, ...], sign: int) -> None:
         for qi, milli, memory, model, model_milli in charges:

@@ -249,6 +249,8 @@ class ClusterLedger(Escrow):
         now = time.time() if now is None else now
         ledger = self.holds
         book = book_of(ledger)
+        if book.on_watched_shrink is None:
+            book.on_watched_shrink = self._watched_shrink  # (this snapshot's book: set where its workload holds are counted)
         holds: list = []
         expires_at, meta = 0.0, {}
         for name, shard in self.shards.items():
@@ -282,6 +284,19 @@ class ClusterLedger(Escrow):
         elif uid is not None:
             book.uids[key] = uid
         return grew
+
+    def _watched_shrink(self, key: str, uid: str | None, released: tuple, demand: tuple[int, int]) -> None:
+        """The watch showed held workload `key` scaled down, unseen by the webhook: write the release for every replica.
+
+        Every replica's watch shows it and writes the same shrink; it is measured against the
+        demand in the entry, so the second one releases nothing.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not on the serving loop (a tool's snapshot): nothing to write to
+            return
+        if self.synced:
+            self.submit([WorkloadChange("shrink", key, tuple(released), uid=uid, demand=tuple(demand))])
 
     def _planner(self):
         """The serving engine's gang planner, when its policy places gangs (else None: no gang entry matters here)."""

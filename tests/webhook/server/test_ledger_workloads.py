@@ -199,6 +199,31 @@ def test_a_workload_deleted_in_the_watch_is_pruned_from_the_shard(pki, policy_di
     two_replicas(policy_dir, pki, scenario)
 
 
+def test_a_scale_down_only_the_watch_saw_is_written_for_every_replica(pki, policy_dir):
+    """The webhook never saw the scale down (it failed open, or was down): each replica's watch does, and the
+    shard's entry shrinks once, so every replica, and any other writer, counts the smaller hold."""
+    async def scenario(double, A, B):
+        (a, ua, sa), (b, ub, sb) = A, B
+        d1 = deployment("d1", 24)
+        d1["metadata"]["generation"] = 1
+        assert await allowed(sa, ua, dep_review("CREATE", d1))
+        await until("b counts d1's hold", lambda: held(b, KEY.format("d1")) == 24_000)
+        smaller = copy.deepcopy(d1)
+        smaller["spec"]["replicas"], smaller["metadata"]["generation"] = 8, 2
+        for state in (a, b):  # each replica's cluster watch shows the Deployment, then the scale down
+            state.snapshot.apply("ADDED", d1)
+            state.snapshot.apply("MODIFIED", smaller)
+        await until("the shard's entry shrinks", lambda: sum(h[1] for h in shard_entries(double)[KEY.format("d1")][1]) == 8_000)
+        entry = shard_entries(double)[KEY.format("d1")]
+        assert entry[4]["demand"] == [8_000, 0]  # what the next scale is measured against, everywhere
+        await asyncio.sleep(0.3)  # both replicas' shrinks landed: the second released nothing more
+        assert sum(h[1] for h in shard_entries(double)[KEY.format("d1")][1]) == 8_000
+        await until("both count the smaller hold", lambda: held(a, KEY.format("d1")) == held(b, KEY.format("d1")) == 8_000)
+        assert await allowed(sb, ub, dep_review("CREATE", deployment("d2", 24)))  # 8 + 24: the quota, on the other replica
+
+    two_replicas(policy_dir, pki, scenario)
+
+
 def test_an_old_entry_without_workload_fields_still_parses():
     from webhook.server.ledger import _entries
 
