@@ -78,14 +78,12 @@ class RoundRobin:
                 up_writer.close()
 
         async def main():
+            self.done = asyncio.Event()
             self.server = await asyncio.start_server(handle, "127.0.0.1", self.port)
             started.set()
-            await self.server.serve_forever()
+            await self.done.wait()  # set by stop() once every piped connection has ended
 
-        try:
-            self.loop.run_until_complete(main())
-        except (asyncio.CancelledError, RuntimeError):
-            pass
+        self.loop.run_until_complete(main())
 
     def reroute(self, ports: list[int]) -> None:
         """Deal new connections to `ports` only, and close the open ones (the API server keeps its connections)."""
@@ -103,12 +101,15 @@ class RoundRobin:
 
         async def shutdown():
             self.server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
+            for w in list(self.open):
+                w.close()
+            pipes = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t.get_coro().__name__ == "handle"]
+            for task in pipes:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*pipes, return_exceptions=True)
+            self.done.set()
 
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop)  # cancelling serve_forever ends the loop's run
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
         self.thread.join(5)
 
 
