@@ -269,6 +269,97 @@ def read_node(
     return _NEW_SPEC(NodeSpec, (name, why_not is None, why_not, model, gpus, memory, paths, taints, cpu, ram, pods, labels))
 
 
+UNSEEN = object()  # a raw part never compared yet: equal to nothing
+
+
+def reread(
+    state,
+    node: Mapping,
+    meta: Mapping,
+    topologies: Sequence[tuple[str, Levels]],
+    gpu_models: Mapping[str, tuple[str, int]],
+    tolerated: frozenset[str] = DEFAULT_TOLERATED,
+) -> NodeSpec | None:
+    """The new view of a node already tracked (`state.spec`, with GPUs), or None when nothing placement reads changed.
+
+    Equal to `read_node(node, ...)` whenever not None (property-tested), but each part is compared first with what the
+    last view was read from — the labels dict (`state.spec.labels`), the taints list and the allocatable dict
+    (`state.taints_raw`, `state.alloc_raw`, kept here) — and only a part that differs is read again: a heartbeat costs a
+    few C-level compares and the Ready look-up, a cordon or a taint reads no label, no amount and no path.
+    """
+    prev = state.spec
+    spec = node.get("spec")
+    if type(spec) is not dict:
+        spec = mapping(spec)
+    status = node.get("status")
+    if type(status) is not dict:
+        status = mapping(status)
+    alloc = status.get("allocatable")
+    if type(alloc) is not dict or alloc.get(GPU_RESOURCE) is None:
+        state.taints_raw = state.alloc_raw = UNSEEN  # the GPU count may come from elsewhere: read it all
+        new = read_node(node, topologies, gpu_models, tolerated, prev)
+        return None if new == prev else new
+    labels = meta.get("labels")
+    if type(labels) is not dict:
+        labels = mapping(labels)
+    taints = spec.get("taints")
+    if spec.get("unschedulable"):
+        why_not = "cordoned"
+    else:
+        why_not = "NotReady"  # `_ready`, inlined: every event of every node asks
+        conditions = status.get("conditions")
+        for cond in conditions if type(conditions) is list or isinstance(conditions, list) else ():
+            if (type(cond) is dict or is_map(cond)) and cond.get("type") == "Ready":
+                if cond.get("status") == "True":
+                    why_not = None
+                break
+    same_taints = taints is state.taints_raw or taints == state.taints_raw
+    state.taints_raw = taints
+    if why_not is not None:
+        blocking = ()
+    elif same_taints and prev.why_not is None:
+        blocking = prev.taints  # read from these taints when the node was last eligible
+    else:
+        blocking = _blocking_taints(spec, tolerated) if taints else ()
+    same_labels = labels is prev.labels or labels == prev.labels
+    same_alloc = alloc is state.alloc_raw or alloc == state.alloc_raw
+    state.alloc_raw = alloc
+    if same_labels and same_alloc and why_not == prev.why_not and (blocking is prev.taints or blocking == prev.taints):
+        return None  # a status heartbeat (or an equal object): nothing placement reads changed
+    if same_labels:
+        labels, memory, paths = prev.labels, prev.memory, prev.paths  # the dict the counts hold, not an equal copy
+        model = prev.model if blocking is prev.taints or blocking == prev.taints else None
+    else:
+        model = None
+    if model is None:
+        product = labels.get(PRODUCT_LABEL)
+        if product is not None and not isinstance(product, str):
+            product = str(product)
+        model = model_key(product, gpu_models)
+        if not same_labels:
+            memory = _memory(labels, model, product, gpu_models)
+            paths = _paths(labels, topologies)
+        if blocking:
+            model = _variant(model, blocking)
+    if same_alloc:
+        gpus, cpu, ram, pods = prev.gpus, prev.cpu, prev.ram, prev.pods
+    else:
+        gpus = _gpu_count(alloc, status)
+        if gpus <= 0:
+            return read_node(node, topologies, gpu_models, tolerated, prev)  # no longer tracked: the short view
+        cpu, ram, pods = _amounts(alloc)
+    new = _NEW_SPEC(NodeSpec, (prev.name, why_not is None, why_not, model, gpus, memory, paths, blocking, cpu, ram, pods, labels))
+    return None if new == prev else new  # e.g. a taint placement ignores, or an allocatable it does not read
+
+
+def keep_raw(state, node: Mapping) -> None:
+    """Remember the taints list and allocatable dict `state.spec` was just read from (`read_node`), for `reread`."""
+    spec, status = node.get("spec"), node.get("status")
+    state.taints_raw = spec.get("taints") if type(spec) is dict else UNSEEN
+    alloc = status.get("allocatable") if type(status) is dict else None
+    state.alloc_raw = alloc if type(alloc) is dict else UNSEEN
+
+
 def _paths(labels: Mapping, topologies: Sequence[tuple[str, Levels]]) -> tuple[tuple[str, ...] | None, ...]:
     paths = []
     for _name, levels in topologies:

@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
 from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, unbind_whole
-from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
+from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
 from policy.placement.query import demand_of, fits, search
@@ -100,6 +100,7 @@ class PlacementIndex(Reservations):
             if spec.gpus <= 0 or spec.name in self.nodes:
                 continue
             state = self.nodes[spec.name] = NodeState(spec.name, spec)
+            keep_raw(state, node)
             self._attach(state)
             self._note_model(spec)
             self._count_labels(spec, +1)
@@ -146,7 +147,12 @@ class PlacementIndex(Reservations):
     # ---- events ------------------------------------------------------------------------
     def apply_node(self, event: str, node: Mapping) -> None:
         """Apply one Node watch event (ADDED / MODIFIED / DELETED)."""
-        name = str(mapping(node.get("metadata")).get("name") or "")
+        meta = node.get("metadata")
+        if type(meta) is not dict:
+            meta = mapping(meta)
+        name = meta.get("name")
+        if type(name) is not str:
+            name = str(name or "")
         state = self.nodes.get(name)
         if event == "DELETED":
             if state is not None:
@@ -154,11 +160,19 @@ class PlacementIndex(Reservations):
                 if not state.allocs:
                     del self.nodes[name]
             return
+        if state is not None:
+            prev = state.spec
+            if prev is not None and prev.gpus > 0:  # the usual event: compare the parts placement reads, read what changed
+                spec = reread(state, node, meta, self.topologies, self.gpu_models, self.tolerated)
+                if spec is not None:
+                    self._set_spec(state, spec)
+                return
         spec = read_node(node, self.topologies, self.gpu_models, self.tolerated, state.spec if state is not None else None)
         if spec.gpus <= 0 and state is None:
             return  # CPU-only nodes are not tracked at all
         if state is None:
             state = self.nodes[name] = NodeState(name)
+        keep_raw(state, node)
         if state.spec != spec:  # status heartbeats change nothing placement reads: skip them cheaply
             self._set_spec(state, spec)
 
