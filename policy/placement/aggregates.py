@@ -102,6 +102,7 @@ _SUMS_SHIFT = len(SHAPES) * _C  # the slot sums; cpu and memory follow
 _HIST_SHIFT = _SUMS_SHIFT + 3 * _W  # hist[0]
 _CAP_SHIFT = tuple(i * _C for i in range(len(SHAPES)))
 _CAPS_MASK = (1 << _SUMS_SHIFT) - 1
+_SUMS_MASK = (1 << (3 * _W)) - 1
 _GV: list[int] = []  # _GV[h]: what one node with h free devices adds (hist[h] += 1, caps += h // k)
 
 
@@ -613,6 +614,73 @@ def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked:
         lag = _mark(ranked)
     if lag is not None and len(lag.aggs) > lag.limit:
         lag.settle_beyond()
+
+
+def _part(spec, node: NodeState) -> int:
+    """What a node with no shared device adds to each of its domains' ints under `spec` (0 when not counted)."""
+    if not spec.eligible:
+        return 0
+    free = spec.gpus - node.whole_used
+    if free <= 0:
+        return _GV[0]  # counted in hist[0], no GPU room: no resource part
+    a = spec.cpu - node.cpu_used
+    b = spec.ram - node.ram_used
+    c = spec.pods - len(node.allocs)
+    return _GV[free] + ((((b if b > 0 else 0) << _2W) + ((a if a > 0 else 0) << _W) + (c if c > 0 else 0)) << _SUMS_SHIFT)
+
+
+def respec_whole(node: NodeState, old, new) -> bool:
+    """A node with no shared device goes from spec `old` to `new` in the same aggregates (cordoned, NotReady, Ready
+    again, allocatable changed) — one packed delta per ancestor, its node count, the flat root's counts, the ranked
+    aggs marked when its capacities moved — computed from the specs and the node's counters (no contribution tuples);
+    False (nothing done) for a node with shared devices (the general path). The same result as `join` / `move_pod`
+    from the contributions (property-tested). `node.spec` is left to the caller."""
+    if node.shared:
+        return False
+    aggs = node.aggs
+    if not aggs:
+        return False
+    if new.gpus >= len(_GV):
+        reserve_devices(new.gpus)
+    d0, d1 = _part(old, node), _part(new, node)
+    dn = new.eligible - old.eligible
+    if d0 != d1:
+        d = d1 - d0
+        if dn:
+            for agg in aggs:
+                agg.vec += d
+                agg.nodes += dn
+        else:
+            for agg in aggs:
+                agg.vec += d
+    elif dn:
+        for agg in aggs:
+            agg.nodes += dn
+    else:
+        return True
+    counts = aggs[0].res
+    if counts is not None:
+        r0 = (d0 >> _SUMS_SHIFT) & _SUMS_MASK
+        r1 = (d1 >> _SUMS_SHIFT) & _SUMS_MASK
+        room0 = d0 > _GV[0]  # counted with GPU room: it has a resource part (maybe all 0)
+        room1 = d1 > _GV[0]
+        if room0 or room1:
+            with aggs[0].domain.tree.lag.lock:
+                if room0:
+                    for c, v in zip(counts, (r0 >> _W & _FIELD, r0 >> _2W, r0 & _FIELD)):
+                        left = c[v] - 1
+                        if left:
+                            c[v] = left
+                        else:
+                            del c[v]
+                if room1:
+                    for c, v in zip(counts, (r1 >> _W & _FIELD, r1 >> _2W, r1 & _FIELD)):
+                        c[v] = c.get(v, 0) + 1
+    if (d0 ^ d1) & _CAPS_MASK and node.ranked:  # capacities moved (hist[h] alone, for h = 0, files nothing)
+        lag = _mark(node.ranked)
+        if len(lag.aggs) > lag.limit:
+            lag.settle_beyond()
+    return True
 
 
 def _mark(ranked: tuple) -> Lag:

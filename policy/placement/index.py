@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, unbind_whole
+from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, pod_requests
@@ -215,21 +215,27 @@ class PlacementIndex(Reservations):
         self.version += 1
         if old.labels is not spec.labels:
             self.labels[spec.model].replace(old.labels, spec.labels)
-        if old.eligible != spec.eligible or old.why_not != spec.why_not:
+        if old.eligible != spec.eligible or old.why_not != spec.why_not:  # `_count_excluded`, inlined
+            excluded = self.excluded
             if not old.eligible:
-                self._count_excluded(old.why_not or "excluded", -1)
+                key = (old.why_not or "excluded").split(" ", 1)[0]
+                excluded[key] = excluded.get(key, 0) - 1
             if not spec.eligible:
-                self._count_excluded(spec.why_not or "excluded", +1)
+                key = (spec.why_not or "excluded").split(" ", 1)[0]
+                excluded[key] = excluded.get(key, 0) + 1
         if old.eligible == spec.eligible and old.gpus == spec.gpus and old.memory == spec.memory and old.cpu == spec.cpu and (
                 old.ram == spec.ram and old.pods == spec.pods):
             state.spec = spec  # labels only (or a why-not reason): what the node adds to its domains is unchanged
             return
-        before = state.contribution()
-        res_before = resource_part(state) if before is not None else None
-        state.spec = spec
         if spec.gpus != old.gpus or spec.memory != old.memory:
             reserve_devices(spec.gpus)
             self._note_model(spec)
+        if respec_whole(state, old, spec):  # the usual node (no shared device): arithmetic on its counters
+            state.spec = spec
+            return
+        before = state.contribution()
+        res_before = resource_part(state) if before is not None else None
+        state.spec = spec
         after = state.contribution()
         if before is not None and after is not None:
             move_pod(state, before, after, res_before, resource_part(state))
