@@ -573,20 +573,22 @@ def join(node: NodeState, contribution, res: tuple | None, sign: int) -> None:
             lag.settle_beyond()
 
 
-def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked: tuple) -> None:
+def rekey(node: NodeState, aggs: tuple, ranked: tuple) -> None:
     """The node moves, with the same contribution and resource part, from its aggregates (`node.aggs`) to `aggs` of the
     same domains (a blocking taint added or gone: another model key) in one pass: per domain one packed delta taken
-    from the old agg and added to the new, the flat root's counts moved, both ranked sets marked. What `join` -1 then
-    +1 does, without walking the domains twice."""
-    h, partials = contribution
-    d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
+    from the old agg and added to the new, the flat root's counts moved, both ranked sets marked (when the node has
+    GPU room: else no capacity moves). What `join` -1 then +1 does, without walking the domains twice."""
     old_aggs = node.aggs
-    for old, new in zip(old_aggs, aggs):
-        old.vec -= d
-        old.nodes -= 1
-        new.vec += d
-        new.nodes += 1
-        if partials:
+    shared = node.shared
+    if shared:
+        h, partials = node.contribution()
+        res = resource_part(node)
+        d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
+        for old, new in zip(old_aggs, aggs):
+            old.vec -= d
+            old.nodes -= 1
+            new.vec += d
+            new.nodes += 1
             for partial, sign in ((old.partial, -1), (new.partial, 1)):
                 for state in partials:
                     left = partial.get(state, 0) + sign
@@ -594,10 +596,23 @@ def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked:
                         partial[state] = left
                     else:
                         del partial[state]
-    old_root = old_aggs[0]
-    if res is not None and old_root.res is not None:  # the flat roots' counts: one node of these amounts moves
-        with old_root.domain.tree.lag.lock:
-            for c, b, a in zip(old_root.res, aggs[0].res, res):
+        room = h > 0
+    else:  # the usual node: its part from its counters (`_part`, the node eligible under both keys)
+        d = _part(node.spec, node)
+        for old, new in zip(old_aggs, aggs):
+            old.vec -= d
+            old.nodes -= 1
+            new.vec += d
+            new.nodes += 1
+        room = d > _GV[0]
+        res = None
+        if room:
+            r = (d >> _SUMS_SHIFT) & _SUMS_MASK
+            res = ((r >> _W) & _FIELD, r >> _2W, r & _FIELD)
+    counts = old_aggs[0].res
+    if res is not None and counts is not None:  # the flat roots' counts: one node of these amounts moves
+        with old_aggs[0].domain.tree.lag.lock:
+            for c, b, a in zip(counts, aggs[0].res, res):
                 left = c[a] - 1
                 if left:
                     c[a] = left
@@ -607,8 +622,10 @@ def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked:
     old_ranked = node.ranked
     node.aggs = aggs
     node.ranked = ranked
+    if not room:
+        return  # hist[0] alone moved: no capacity of either key's aggs changed
     lag = None
-    if old_ranked:  # hist[h] moved in both keys' aggs, and caps with it when h > 0
+    if old_ranked:  # hist[h] moved in both keys' aggs, and caps with it
         lag = _mark(old_ranked)
     if ranked:
         lag = _mark(ranked)

@@ -11,7 +11,7 @@ from policy.cluster.snapshot import is_live
 from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
-from policy.placement.needs import LabelCounts, pod_requests
+from policy.placement.needs import LabelCounts, Untainted, pod_requests
 from policy.placement.query import demand_of, fits, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
@@ -75,7 +75,10 @@ class PlacementIndex(Reservations):
         self._answers: dict[tuple[str, GangRequest], object] = {}
         self._answers_at = -1
         self.max_gpus = 0  # the most devices any node has had
-        self.labels: dict[str, LabelCounts] = {}  # model key -> label values of its nodes: which node filters all of them pass
+        # Label values of nodes, for which node filters all of them pass: per model (the declared name or product)
+        # over all its nodes, tainted or not, and per tainted model key (variant) over that key's nodes; the untainted
+        # key's are the model's minus its variants' (`needs.Untainted`), so a taint counts a node's labels once.
+        self.labels: dict[str, LabelCounts] = {}
         self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): room.judge
 
     # ---- building ----------------------------------------------------------------------
@@ -215,6 +218,8 @@ class PlacementIndex(Reservations):
         self.version += 1
         if old.labels is not spec.labels:
             self.labels[spec.model].replace(old.labels, spec.labels)
+            if spec.taints:  # a tainted key's node: counted in its model's counts too
+                self.labels[self.variants[spec.model][0]].replace(old.labels, spec.labels)
         if old.eligible != spec.eligible or old.why_not != spec.why_not:  # `_count_excluded`, inlined
             excluded = self.excluded
             if not old.eligible:
@@ -252,27 +257,33 @@ class PlacementIndex(Reservations):
                 old.ram != spec.ram or old.pods != spec.pods):
             return False
         self.version += 1
-        contribution = state.contribution()  # the same before and after: it reads only the amounts compared above
-        res = resource_part(state)
         model = spec.model
         alt = state.alt
         if alt is not None and alt[0] == model:  # back to the key it left (the taint undone): its aggs, kept
             aggs, ranked = alt[1], alt[2]
         else:
-            aggs = tuple([d.agg_for(model) for d in state.domains])
-            ranked = tuple([agg for agg in aggs if agg.lists is not None])
+            found = []
+            for d in state.domains:  # `Domain.agg_for`, inlined: a node's first taint looks up one agg per domain
+                agg = d.aggs.get(model)
+                found.append(agg if agg is not None else d.agg_for(model))
+            aggs = tuple(found)
+            ranked = tuple([agg for agg in found if agg.lists is not None])
         state.alt = (old.model, state.aggs, state.ranked)
+        rekey(state, aggs, ranked)  # reads the amounts compared above: the same under either spec
         state.spec = spec
-        rekey(state, contribution, res, aggs, ranked)
-        self._note_model(spec)
-        counts = self.labels.get(model)
-        if counts is None:
-            counts = self.labels[model] = LabelCounts()
-        if old.labels is spec.labels or old.labels == spec.labels:
-            self.labels[old.model].move(spec.labels, counts)
+        if spec.gpus > self.max_gpus or self.model_memory.get(model) != spec.memory:
+            self._note_model(spec)
+        if old.labels is spec.labels or old.labels == spec.labels:  # the same model: only variants' counts change
+            if old.taints:
+                self.labels[old.model].add(old.labels, -1)
+            if spec.taints:
+                counts = self.labels.get(model)
+                if counts is None:
+                    counts = self.labels[model] = LabelCounts()
+                counts.add(spec.labels, +1)
         else:
-            self.labels[old.model].add(old.labels, -1)
-            counts.add(spec.labels, +1)
+            self._count_labels(old, -1)
+            self._count_labels(spec, +1)
         return True
 
     def _note_model(self, spec: NodeSpec) -> None:
@@ -287,14 +298,27 @@ class PlacementIndex(Reservations):
                 self.model_keys = tuple(sorted(k for k in self.model_memory if k not in self.variants))
 
     def _count_labels(self, spec: NodeSpec, sign: int) -> None:
-        counts = self.labels.get(spec.model)
-        if counts is None:
-            counts = self.labels[spec.model] = LabelCounts()
-        counts.add(spec.labels, sign)
+        """Count (+1) or forget (-1) a node's labels under its model, and under its variant key when tainted."""
+        labels = self.labels
+        for key in ((self.variants[spec.model][0], spec.model) if spec.taints else (spec.model,)):
+            counts = labels.get(key)
+            if counts is None:
+                counts = labels[key] = LabelCounts()
+            counts.add(spec.labels, sign)
 
     def passes_all(self, flt, keys: tuple[str, ...]) -> bool:
         """Whether every tracked node of these model keys passes the node filter."""
-        return all(key not in self.labels or self.labels[key].universal(flt, self.nodes) for key in keys)
+        for key in keys:
+            counts = self.labels.get(key)
+            if counts is None:
+                continue
+            if key not in self.variants:  # an untainted key: its model's nodes but those of its variants
+                tainted = [self.labels[vk] for vk, (model, _t) in self.variants.items() if model == key and vk in self.labels]
+                if any(c.total for c in tainted):
+                    counts = Untainted(counts, tainted)
+            if not counts.universal(flt, self.nodes):
+                return False
+        return True
 
     def _count_excluded(self, why: str, delta: int) -> None:
         key = why.split(" ", 1)[0]

@@ -171,3 +171,22 @@ def test_odd_objects_never_raise(events):
         idx.on_event(event, None, obj)
     check_aggregates(idx)
     idx.query(gang(1, required="rack"))
+
+
+def test_a_filter_every_untainted_node_passes_is_universal_for_gangs_without_tolerations():
+    from policy.placement.needs import NodeFilter
+
+    pool_a, pool_b = NodeFilter((("pool", "a"),)), NodeFilter((("pool", "b"),))
+    dedicated = [{"key": "dedicated", "value": "b", "effect": "NoSchedule"}]
+    a1, a2 = node("a1", labels={"pool": "a"}), node("a2", labels={"pool": "a"})
+    b1 = node("b1", labels={"pool": "b"}, taints=dedicated)
+    idx = index([a1, a2, b1])
+    (variant,) = idx.variants
+    assert idx.passes_all(pool_a, ("h100",)) and not idx.passes_all(pool_b, ("h100",))
+    assert idx.passes_all(pool_b, (variant,)) and not idx.passes_all(pool_a, ("h100", variant))
+    idx.apply_node("MODIFIED", node("b1", labels={"pool": "b"}))  # its taint gone: an untainted node of pool b
+    assert not idx.passes_all(pool_a, ("h100",))
+    idx.apply_node("MODIFIED", b1)  # tainted again
+    idx.apply_node("MODIFIED", node("a2", labels={"pool": "b"}))  # an untainted node of pool b
+    assert not idx.passes_all(pool_a, ("h100",)) and idx.passes_all(pool_b, (variant,))
+    check_aggregates(idx)
