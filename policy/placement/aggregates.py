@@ -330,12 +330,17 @@ class Agg:
         # The caps part of `vec` this agg is filed under in `lists` (0 = not held): behind `caps` until settled.
         self.placed = 0
         self.marked = False  # queued in the index's `Lag` to be filed again
+        level = domain.level
         # The sums are read only above the per-node level (where the node itself is looked at).
-        self.sums_kept = not (domain.level >= 0 and domain.tree.per_node[domain.level])
-        # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
+        # At the flat root only, `res`: free amount -> nodes with GPU room, for cpu, memory and pod slots
         # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
         # Events change them at once (three small dicts: few distinct amounts).
-        self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
+        if level >= 0:  # a node's first taint creates its host's agg for the tainted key: kept short
+            self.sums_kept = not domain.tree.per_node[level]
+            self.res: list[dict[int, int]] | None = None
+        else:
+            self.sums_kept = True
+            self.res = None if domain.tree.level_names else [{}, {}, {}]
 
     @property
     def caps(self) -> list[int]:

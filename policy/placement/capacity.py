@@ -157,18 +157,21 @@ def _blocking_taints(spec: Mapping, tolerated: frozenset[str]) -> tuple[tuple[st
             key, effect = taint.get("key"), taint.get("effect")
             if type(key) is str and type(effect) is str and (key in tolerated or effect not in _BLOCKING_EFFECTS):
                 return ()
-    out = set()
+    out = []
     for taint in taints if isinstance(taints, list) else ():
-        if not is_map(taint):
+        if type(taint) is not dict and not is_map(taint):
             continue
         effect = taint.get("effect")
-        if not isinstance(effect, str) or effect not in _BLOCKING_EFFECTS:  # an unhashable effect would raise in `in`
+        if effect != "NoSchedule" and effect != "NoExecute":  # `==`, not `in` a set: an unhashable effect never raises
             continue
-        key = str(taint.get("key") or "")
+        key = taint.get("key")
+        if type(key) is not str:
+            key = str(key or "")
         if key in tolerated:
             continue
-        out.add((key, str(taint.get("value") or ""), str(taint.get("effect"))))
-    return tuple(sorted(out))
+        value = taint.get("value")
+        out.append((key, value if type(value) is str else str(value or ""), "NoSchedule" if effect == "NoSchedule" else "NoExecute"))
+    return tuple(sorted(set(out))) if len(out) > 1 else tuple(out)
 
 
 def _gpu_count(allocatable: Mapping, status: Mapping) -> int:

@@ -207,14 +207,14 @@ class LabelCounts:
     __slots__ = ("by_key", "total")
 
     def __init__(self) -> None:
-        self.by_key: dict[str, dict[str, int]] = {}
+        self.by_key: dict[str, dict[str, int]] = {}  # label key -> value -> nodes (a key no node has now may stay, empty)
         self.total = 0
 
     def add(self, labels: Mapping, sign: int) -> None:
         """Count (sign +1) or forget (-1) one node's labels."""
         self.total += sign
         by_key = self.by_key
-        if sign == 1:  # a node added (or its model key changed): the loop every such event runs over dozens of labels
+        if sign == 1:  # a node added (or tainted): the loop every such event runs over dozens of labels
             for k, v in labels.items():
                 if type(v) is not str:
                     v = str(v)
@@ -224,20 +224,18 @@ class LabelCounts:
                 else:
                     values[v] = values.get(v, 0) + 1
             return
-        for k, v in labels.items():
+        for k, v in labels.items():  # a key left without values keeps its empty dict: the next node's finds it
             if type(v) is not str:
                 v = str(v)
             values = by_key.get(k)
-            n = values.get(v, 0) + sign if values is not None else sign
+            if values is None:
+                values = by_key[k] = {}
+            n = values.get(v, 0) + sign
             if n > 0:
                 values[v] = n
             elif n == 0:
                 del values[v]
-                if not values:
-                    del by_key[k]
             else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
-                if values is None:
-                    values = by_key[k] = {}
                 values[v] = n
 
     def replace(self, old: Mapping, new: Mapping) -> None:
@@ -258,8 +256,6 @@ class LabelCounts:
                 values[v] = n
             else:
                 del values[v]
-                if not values:
-                    del by_key[k]
         for k, v in came:
             v = v if type(v) is str else str(v)
             values = by_key.get(k)

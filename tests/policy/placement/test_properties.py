@@ -247,7 +247,7 @@ def _check_node_counts(idx: PlacementIndex) -> None:
         if not spec.eligible:
             why = (spec.why_not or "excluded").split(" ", 1)[0]
             excluded[why] = excluded.get(why, 0) + 1
-    assert {m: c.by_key for m, c in idx.labels.items() if c.total} == labels
+    assert {m: {k: v for k, v in c.by_key.items() if v} for m, c in idx.labels.items() if c.total} == labels
     assert {m: c.total for m, c in idx.labels.items() if c.total} == totals
     assert {k: v for k, v in idx.excluded.items() if v} == excluded
     for key in idx.model_keys:  # what a gang without tolerations asks of the counts: its nodes without blocking taints
