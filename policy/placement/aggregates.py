@@ -236,15 +236,20 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
             if a != b:
                 _recount(counts[2], a, b)
             return
-        for c, a in zip(counts, old):
+        for i in (0, 1, 2):
+            c, a = counts[i], old[i]
             left = c[a] - 1
             if left:
                 c[a] = left
             else:
                 del c[a]
-    elif new is not None:
-        for c, b in zip(counts, new):
-            c[b] = c.get(b, 0) + 1
+    elif new is not None:  # unrolled: a node joining runs it
+        c, b = counts[0], new[0]
+        c[b] = c.get(b, 0) + 1
+        c, b = counts[1], new[1]
+        c[b] = c.get(b, 0) + 1
+        c, b = counts[2], new[2]
+        c[b] = c.get(b, 0) + 1
 
 
 def _recount(c: dict, a: int, b: int) -> None:
@@ -664,7 +669,26 @@ def respec_whole(node: NodeState, old, new) -> bool:
         return False
     if new.gpus >= len(_GV):
         reserve_devices(new.gpus)
-    d0, d1 = _part(old, node), _part(new, node)
+    used, slots = node.whole_used, len(node.allocs)
+    # `_part` of each spec, inlined, keeping the free amounts (clamped at 0) for the flat root's counts
+    res0 = res1 = None
+    d0 = d1 = 0
+    if old.eligible:
+        free = old.gpus - used
+        if free > 0:
+            a, b, c = old.cpu - node.cpu_used, old.ram - node.ram_used, old.pods - slots
+            res0 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
+            d0 = _GV[free] + (((res0[1] << _2W) + (res0[0] << _W) + res0[2]) << _SUMS_SHIFT)
+        else:
+            d0 = _GV[0]
+    if new.eligible:
+        free = new.gpus - used
+        if free > 0:
+            a, b, c = new.cpu - node.cpu_used, new.ram - node.ram_used, new.pods - slots
+            res1 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
+            d1 = _GV[free] + (((res1[1] << _2W) + (res1[0] << _W) + res1[2]) << _SUMS_SHIFT)
+        else:
+            d1 = _GV[0]
     dn = new.eligible - old.eligible
     if d0 != d1:
         d = d1 - d0
@@ -681,27 +705,24 @@ def respec_whole(node: NodeState, old, new) -> bool:
     else:
         return True
     counts = aggs[0].res
-    if counts is not None:
-        r0 = (d0 >> _SUMS_SHIFT) & _SUMS_MASK
-        r1 = (d1 >> _SUMS_SHIFT) & _SUMS_MASK
-        room0 = d0 > _GV[0]  # counted with GPU room: it has a resource part (maybe all 0)
-        room1 = d1 > _GV[0]
-        if room0 or room1:
-            with aggs[0].domain.tree.lag.lock:
-                if room0:
-                    for c, v in zip(counts, (r0 >> _W & _FIELD, r0 >> _2W, r0 & _FIELD)):
-                        left = c[v] - 1
-                        if left:
-                            c[v] = left
-                        else:
-                            del c[v]
-                if room1:
-                    for c, v in zip(counts, (r1 >> _W & _FIELD, r1 >> _2W, r1 & _FIELD)):
-                        c[v] = c.get(v, 0) + 1
-    if (d0 ^ d1) & _CAPS_MASK and node.ranked:  # capacities moved (hist[h] alone, for h = 0, files nothing)
-        lag = _mark(node.ranked)
-        if len(lag.aggs) > lag.limit:
-            lag.settle_beyond()
+    if counts is not None and res0 != res1:
+        with aggs[0].domain.tree.lag.lock:
+            _count_free(counts, res0, res1)
+    if (d0 ^ d1) & _CAPS_MASK:  # capacities moved (hist[h] alone, for h = 0, files nothing): `_mark`, inlined
+        ranked = node.ranked
+        if ranked:
+            lag = ranked[0].domain.tree.lag
+            queue = lag.aggs
+            for agg in ranked:
+                if agg.marked:
+                    if agg.vec & _CAPS_MASK == agg.placed:
+                        agg.marked = False
+                        queue.pop(agg, None)
+                else:
+                    agg.marked = True
+                    queue[agg] = None
+            if len(queue) > lag.limit:
+                lag.settle_beyond()
     return True
 
 

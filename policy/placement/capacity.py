@@ -21,6 +21,7 @@ UNKNOWN_MODEL = "unknown"
 DEFAULT_TOLERATED = frozenset({GPU_RESOURCE})
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
+MAX_NODE_GPUS = 1024  # devices one node may state; a larger count is malformed (real nodes have at most 16)
 UNLIMITED = 1 << 62  # an allocatable the Node does not state: never the resource that runs out
 Levels = Sequence[tuple[str, str]]  # (level name, node label key), widest first
 _EMPTY: Mapping = {}
@@ -181,11 +182,15 @@ def _gpu_count(allocatable: Mapping, status: Mapping) -> int:
     if raw is None:
         return 0
     if type(raw) is int or (isinstance(raw, str) and raw.isdigit()):
-        return int(raw)  # the usual form; exact parsing below handles the rest
-    try:
-        return max(0, to_int(str(raw)))
-    except QuantityError:
-        return 0
+        n = int(raw)  # the usual form; exact parsing below handles the rest
+    else:
+        try:
+            n = max(0, to_int(str(raw)))
+        except QuantityError:
+            return 0
+    # More devices than any node has is a malformed count (`100Gi`): not tracked, as a malformed quantity, rather than
+    # a packed histogram field per device (aggregates.reserve_devices) that would take gigabytes.
+    return n if n <= MAX_NODE_GPUS else 0
 
 
 _ALLOCATABLE: dict[tuple[str, bool], int] = {}  # (text, milli) -> value: nodes of a pool state the same amounts

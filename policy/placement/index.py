@@ -17,6 +17,7 @@ from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reserv
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
 from policy.subject.model import PodSet
 
+_OUT = NodeSpec("", False, "not counted", "", 0, 0, ())  # the side of a join or leave where the node is not counted
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
 ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
 
@@ -167,7 +168,11 @@ class PlacementIndex(Reservations):
             prev = state.spec
             if prev is not None and prev.gpus > 0:  # the usual event: compare the parts placement reads, read what changed
                 spec = reread(state, node, meta, self.topologies, self.gpu_models, self.tolerated)
-                if spec is not None:
+                if spec is None:
+                    return
+                if spec.model is prev.model and spec.paths is prev.paths and spec.gpus > 0:  # what `_set_spec` decides
+                    self._respec(state, prev, spec)
+                else:
                     self._set_spec(state, spec)
                 return
         spec = read_node(node, self.topologies, self.gpu_models, self.tolerated, state.spec if state is not None else None)
@@ -189,10 +194,10 @@ class PlacementIndex(Reservations):
         if in_place and self._rekey(state, old, spec):  # a blocking taint added or gone: same domains, other key
             return
         self.version += 1
-        before = state.contribution()
         if old is not None and old.gpus > 0:
-            if before is not None:
-                join(state, before, resource_part(state), -1)
+            if old.eligible:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
+                if not respec_whole(state, old, _OUT):
+                    join(state, state.contribution(), resource_part(state), -1)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
             self._count_labels(old, -1)
@@ -207,8 +212,9 @@ class PlacementIndex(Reservations):
             self._attach(state)
         self._note_model(spec)
         self._count_labels(spec, +1)
-        if spec.eligible:
-            join(state, state.contribution(), resource_part(state), +1)
+        if spec.eligible:  # it joins its aggregates (by arithmetic when no device is shared)
+            if not respec_whole(state, _OUT, spec):
+                join(state, state.contribution(), resource_part(state), +1)
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
 
@@ -349,8 +355,12 @@ class PlacementIndex(Reservations):
     def _reaggregate(self, state: NodeState) -> None:
         """The node's aggregates: its domains' for its model key."""
         model = state.spec.model
-        state.aggs = aggs = tuple([d.agg_for(model) for d in state.domains])
-        state.ranked = tuple([agg for agg in aggs if agg.lists is not None])
+        found = []
+        for d in state.domains:  # `Domain.agg_for`, inlined: a node added looks up one agg per domain
+            agg = d.aggs.get(model)
+            found.append(agg if agg is not None else d.agg_for(model))
+        state.aggs = tuple(found)
+        state.ranked = tuple([agg for agg in found if agg.lists is not None])
         reserve_devices(state.spec.gpus)  # every h an event can meet has its packed delta ready
 
     def _detach(self, state: NodeState) -> None:

@@ -11,7 +11,7 @@ from tests.policy.placement.placement_builders import BLOCK, FABRIC, HOST, MODEL
 from test_properties import check_aggregates
 
 from policy.cluster.snapshot import ClusterSnapshot
-from policy.placement import PlacementIndex
+from policy.placement import Demand, PlacementIndex
 
 
 def test_pod_before_its_node_is_counted_when_the_node_arrives():
@@ -189,4 +189,16 @@ def test_a_filter_every_untainted_node_passes_is_universal_for_gangs_without_tol
     idx.apply_node("MODIFIED", b1)  # tainted again
     idx.apply_node("MODIFIED", node("a2", labels={"pool": "b"}))  # an untainted node of pool b
     assert not idx.passes_all(pool_a, ("h100",)) and idx.passes_all(pool_b, (variant,))
+    check_aggregates(idx)
+
+
+def test_a_node_stating_more_gpus_than_any_node_has_is_not_tracked():
+    huge = node("huge")
+    huge["status"]["allocatable"]["nvidia.com/gpu"] = "100Gi"  # malformed: 107 billion devices
+    idx = index([node("a1"), huge])
+    assert "huge" not in idx.nodes and idx.free_gpus("a1") == 4
+    idx.apply_node("MODIFIED", node("huge"))
+    assert idx.free_gpus("huge") == 4
+    idx.apply_node("MODIFIED", huge)  # a tracked node whose count turns malformed: it takes no pod
+    assert idx.free_gpus("huge") == 0 and idx.capacity("huge", Demand(whole=1)) == 0
     check_aggregates(idx)
