@@ -19,6 +19,9 @@ from policy.subject.model import PodSet
 
 _OUT = NodeSpec("", False, "not counted", "", 0, 0, ())  # the side of a join or leave where the node is not counted
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
+# Key moves left waiting, at most (and at most the lag's limit): each costs a query settling it about one taint event
+# (tens of µs), so a query pays at most 8 of them; an event beyond settles the oldest.
+REKEY_LIMIT = 8
 ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
 
 
@@ -69,6 +72,9 @@ class PlacementIndex(Reservations):
         self.reservations = Ledger()
         self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
         self._pending: dict[str, Demand] = {}  # live unbound pod -> its demand, read once
+        # Nodes whose model key changed (a taint) but which are still counted under the old one, oldest first: node ->
+        # the spec they are counted as. Readers settle them first (`settle_rekeys`); a taint undone before takes it back.
+        self._rekeys: dict[NodeState, NodeSpec] = {}
         self._demand = demand
         self.version = 0  # bumped by every change a query could read: equal versions, equal answers
         # Answers at `_answers_at`: (kind, gang) -> answer. A query is a pure function of the index and the
@@ -170,8 +176,8 @@ class PlacementIndex(Reservations):
                 spec = reread(state, node, meta, self.topologies, self.gpu_models, self.tolerated)
                 if spec is None:
                     return
-                if spec.model is prev.model and spec.paths is prev.paths and spec.gpus > 0:  # what `_set_spec` decides
-                    self._respec(state, prev, spec)
+                if spec.model is prev.model and spec.paths is prev.paths and spec.gpus > 0 and not (self._rekeys and state in self._rekeys):
+                    self._respec(state, prev, spec)  # what `_set_spec` decides, for a node whose key move is not waiting
                 else:
                     self._set_spec(state, spec)
                 return
@@ -185,6 +191,14 @@ class PlacementIndex(Reservations):
             self._set_spec(state, spec)
 
     def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
+        rekeys = self._rekeys
+        if rekeys and state in rekeys:  # its key move waits: undone (nothing to do), or done before this change
+            counted = rekeys[state]
+            if spec is not None and spec.model == counted.model and spec.paths == counted.paths and spec.gpus > 0:
+                del rekeys[state]
+                state.spec = counted  # still counted so: this change goes from there
+            else:
+                self._settle_rekey(state)
         old = state.spec
         # Same place in every topology (only a taint may change the model key): the node keeps its domains.
         in_place = spec is not None and old is not None and old.gpus > 0 and spec.gpus > 0 and old.paths == spec.paths
@@ -257,12 +271,38 @@ class PlacementIndex(Reservations):
 
     def _rekey(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> bool:
         """An eligible node that stays eligible with the same amounts changed model key in the same domains (a blocking
-        taint added or gone): move it to the other key's aggregates and label counts in one pass each; False (nothing
-        done) for any other change, which detaches and re-attaches."""
+        taint added or gone): move it to the other key's aggregates and label counts — deferred (`_rekeys`) when its
+        labels are unchanged, so a taint undone before anything reads (a flap, a drain cancelled) costs nothing; False
+        (nothing done) for any other change, which detaches and re-attaches."""
         if not (old.eligible and spec.eligible) or old.gpus != spec.gpus or old.memory != spec.memory or old.cpu != spec.cpu or (
                 old.ram != spec.ram or old.pods != spec.pods):
             return False
         self.version += 1
+        if spec.gpus > self.max_gpus or self.model_memory.get(spec.model) != spec.memory:
+            self._note_model(spec)
+        if old.labels is spec.labels or old.labels == spec.labels:  # deferred: counted as `old` until settled
+            state.spec = spec
+            rekeys = self._rekeys
+            rekeys[state] = old
+            limit = self.lag.limit
+            if len(rekeys) > (limit if limit < REKEY_LIMIT else REKEY_LIMIT):
+                self._settle_rekey(next(iter(rekeys)))  # the oldest: at most one per event
+            return True
+        self._move_key(state, old, spec)
+        return True
+
+    def settle_rekeys(self) -> None:
+        """Do every deferred key move (`_rekey`): what every reader of the aggregates and label counts needs first."""
+        rekeys = self._rekeys
+        while rekeys:
+            self._settle_rekey(next(iter(rekeys)))
+
+    def _settle_rekey(self, state: NodeState) -> None:
+        old = self._rekeys.pop(state)
+        self._move_key(state, old, state.spec)
+
+    def _move_key(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> None:
+        """Move a node counted as `old` to the aggregates and label counts of `spec`'s model key, in its domains."""
         model = spec.model
         alt = state.alt
         if alt is not None and alt[0] == model:  # back to the key it left (the taint undone): its aggs, kept
@@ -275,10 +315,8 @@ class PlacementIndex(Reservations):
             aggs = tuple(found)
             ranked = tuple([agg for agg in found if agg.lists is not None])
         state.alt = (old.model, state.aggs, state.ranked)
-        rekey(state, aggs, ranked)  # reads the amounts compared above: the same under either spec
         state.spec = spec
-        if spec.gpus > self.max_gpus or self.model_memory.get(model) != spec.memory:
-            self._note_model(spec)
+        rekey(state, aggs, ranked)  # the same amounts under either spec
         if old.labels is spec.labels or old.labels == spec.labels:  # the same model: only variants' counts change
             if old.taints:
                 self.labels[old.model].add(old.labels, -1)
@@ -290,7 +328,6 @@ class PlacementIndex(Reservations):
         else:
             self._count_labels(old, -1)
             self._count_labels(spec, +1)
-        return True
 
     def _note_model(self, spec: NodeSpec) -> None:
         if spec.gpus > self.max_gpus:
@@ -314,6 +351,8 @@ class PlacementIndex(Reservations):
 
     def passes_all(self, flt, keys: tuple[str, ...]) -> bool:
         """Whether every tracked node of these model keys passes the node filter."""
+        if self._rekeys:
+            self.settle_rekeys()
         for key in keys:
             counts = self.labels.get(key)
             if counts is None:
@@ -477,6 +516,8 @@ class PlacementIndex(Reservations):
 
     def _answer(self, kind: str, gang: GangRequest, ask: Callable):
         """`ask(self, gang)`, re-used while `version` is unchanged (answers are immutable)."""
+        if self._rekeys:
+            self.settle_rekeys()
         answers = self._answers
         if self._answers_at != self.version or len(answers) >= ANSWERS_LIMIT:
             answers.clear()
