@@ -8,6 +8,7 @@ Discovery label `nvidia.com/gpu.product`, device memory from `nvidia.com/gpu.mem
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Mapping, NamedTuple, Sequence
 
 from lang.quantity import QuantityError, to_int, to_milli
@@ -362,24 +363,47 @@ def reread(
 
 def keep_raw(state, node: Mapping) -> None:
     """Remember the taints list and allocatable dict `state.spec` was just read from (`read_node`), for `reread`."""
-    spec, status = node.get("spec"), node.get("status")
-    state.taints_raw = spec.get("taints") if type(spec) is dict else UNSEEN
-    alloc = status.get("allocatable") if type(status) is dict else None
-    state.alloc_raw = alloc if type(alloc) is dict else UNSEEN
+    try:  # (the views compare by content: any part stored is sound, and one never compared equal costs a full read)
+        state.taints_raw = node["spec"].get("taints")
+        state.alloc_raw = node["status"]["allocatable"]
+    except (KeyError, TypeError, AttributeError):  # odd input: read in full next time
+        state.taints_raw = state.alloc_raw = UNSEEN
 
 
 def _paths(labels: Mapping, topologies: Sequence[tuple[str, Levels]]) -> tuple[tuple[str, ...] | None, ...]:
+    try:
+        getters = _PATH_GETTERS.get(topologies)  # the index's topologies: a tuple, so one hashable key
+    except TypeError:
+        getters = None
+    if getters is None:
+        getters = tuple(itemgetter(*[label for _level, label in levels]) if levels else _NO_LEVELS for _name, levels in topologies)
+        if len(_PATH_GETTERS) < 64 and type(topologies) is tuple:
+            _PATH_GETTERS[topologies] = getters
     paths = []
-    for _name, levels in topologies:
-        values = []
-        for _level, label in levels:
-            v = labels.get(label)
-            if v is None:
-                values = None
+    for (_name, levels), get in zip(topologies, getters):
+        try:
+            values = get(labels)  # C-level: every label of the topology, or KeyError
+        except KeyError:
+            paths.append(None)  # Kueue likewise ignores nodes lacking any level label of a topology
+            continue
+        if len(levels) == 1:
+            values = (values,)
+        elif not levels:
+            paths.append(values)
+            continue
+        for v in values:
+            if type(v) is not str:  # odd values: None is a missing label, the rest their text
+                values = None if None in values else tuple(v if type(v) is str else str(v) for v in values)
                 break
-            values.append(v if type(v) is str else str(v))
-        paths.append(None if values is None else tuple(values))
+        paths.append(values)
     return tuple(paths)
+
+
+_PATH_GETTERS: dict = {}  # topologies -> one itemgetter of its level labels per topology
+
+
+def _NO_LEVELS(labels: Mapping) -> tuple:
+    return ()
 
 
 _VARIANTS: dict[tuple[str, tuple], str] = {}  # (model, blocking taints) -> variant key: pools share a few

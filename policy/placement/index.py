@@ -224,7 +224,8 @@ class PlacementIndex(Reservations):
             self._reaggregate(state)
         else:
             self._attach(state)
-        self._note_model(spec)
+        if spec.gpus > self.max_gpus or self.model_memory.get(spec.model) != spec.memory:
+            self._note_model(spec)
         self._count_labels(spec, +1)
         if spec.eligible:  # it joins its aggregates (by arithmetic when no device is shared)
             if not respec_whole(state, _OUT, spec):
