@@ -353,10 +353,19 @@ def reread(
     if same_alloc:
         gpus, cpu, ram, pods = prev.gpus, prev.cpu, prev.ram, prev.pods
     else:
-        gpus = _gpu_count(alloc, status)
-        if gpus <= 0:
-            return read_node(node, topologies, gpu_models, tolerated, prev)  # no longer tracked: the short view
-        cpu, ram, pods = _amounts(alloc)
+        amounts = alloc.get(GPU_RESOURCE), alloc.get("cpu"), alloc.get("memory"), alloc.get("pods")
+        try:
+            hit = _AMOUNTS4.get(amounts)  # nodes of a pool state the same four amounts: one look-up
+        except TypeError:  # an unhashable amount (odd input)
+            hit = None
+        if hit is None:
+            gpus = _gpu_count(alloc, status)
+            if gpus <= 0:
+                return read_node(node, topologies, gpu_models, tolerated, prev)  # no longer tracked: the short view
+            hit = (gpus, *_amounts(alloc))
+            if len(_AMOUNTS4) < 4096 and all(type(a) is str for a in amounts):
+                _AMOUNTS4[amounts] = hit
+        gpus, cpu, ram, pods = hit
     new = _NEW_SPEC(NodeSpec, (prev.name, why_not is None, why_not, model, gpus, memory, paths, blocking, cpu, ram, pods, labels))
     return None if new == prev else new  # e.g. a taint placement ignores, or an allocatable it does not read
 
@@ -434,3 +443,4 @@ def _amounts(alloc: Mapping) -> tuple[int, int, int]:
 
 
 _AMOUNTS: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # nodes of a pool state the same three amounts
+_AMOUNTS4: dict[tuple, tuple[int, int, int, int]] = {}  # (gpu, cpu, memory, pods) texts -> (gpus, cpu, ram, pods) with gpus > 0

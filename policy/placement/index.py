@@ -249,8 +249,8 @@ class PlacementIndex(Reservations):
             if not spec.eligible:
                 key = (spec.why_not or "excluded").split(" ", 1)[0]
                 excluded[key] = excluded.get(key, 0) + 1
-        if old.eligible == spec.eligible and old.gpus == spec.gpus and old.memory == spec.memory and old.cpu == spec.cpu and (
-                old.ram == spec.ram and old.pods == spec.pods):
+        # eligible, (gpus, memory), (cpu, ram, pods): compared as slices of the two tuples, the fields in NodeSpec order
+        if old[1] == spec[1] and old[4:6] == spec[4:6] and old[8:11] == spec[8:11]:
             state.spec = spec  # labels only (or a why-not reason): what the node adds to its domains is unchanged
             return
         if spec.gpus != old.gpus or spec.memory != old.memory:
