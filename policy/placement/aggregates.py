@@ -102,6 +102,7 @@ _SUMS_SHIFT = len(SHAPES) * _C  # the slot sums; cpu and memory follow
 _HIST_SHIFT = _SUMS_SHIFT + 3 * _W  # hist[0]
 _CAP_SHIFT = tuple(i * _C for i in range(len(SHAPES)))
 _CAPS_MASK = (1 << _SUMS_SHIFT) - 1
+_SUMS_MASK = (1 << (3 * _W)) - 1
 _GV: list[int] = []  # _GV[h]: what one node with h free devices adds (hist[h] += 1, caps += h // k)
 
 
@@ -235,15 +236,20 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
             if a != b:
                 _recount(counts[2], a, b)
             return
-        for c, a in zip(counts, old):
+        for i in (0, 1, 2):
+            c, a = counts[i], old[i]
             left = c[a] - 1
             if left:
                 c[a] = left
             else:
                 del c[a]
-    elif new is not None:
-        for c, b in zip(counts, new):
-            c[b] = c.get(b, 0) + 1
+    elif new is not None:  # unrolled: a node joining runs it
+        c, b = counts[0], new[0]
+        c[b] = c.get(b, 0) + 1
+        c, b = counts[1], new[1]
+        c[b] = c.get(b, 0) + 1
+        c, b = counts[2], new[2]
+        c[b] = c.get(b, 0) + 1
 
 
 def _recount(c: dict, a: int, b: int) -> None:
@@ -329,12 +335,17 @@ class Agg:
         # The caps part of `vec` this agg is filed under in `lists` (0 = not held): behind `caps` until settled.
         self.placed = 0
         self.marked = False  # queued in the index's `Lag` to be filed again
+        level = domain.level
         # The sums are read only above the per-node level (where the node itself is looked at).
-        self.sums_kept = not (domain.level >= 0 and domain.tree.per_node[domain.level])
-        # At the flat root only: free amount -> nodes with GPU room, for cpu, memory and pod slots
+        # At the flat root only, `res`: free amount -> nodes with GPU room, for cpu, memory and pod slots
         # (`resource_part`): the exactness certificate (the least) and the refusal (the largest).
         # Events change them at once (three small dicts: few distinct amounts).
-        self.res: list[dict[int, int]] | None = [{} for _ in range(3)] if domain.level < 0 and not domain.tree.level_names else None
+        if level >= 0:  # a node's first taint creates its host's agg for the tainted key: kept short
+            self.sums_kept = not domain.tree.per_node[level]
+            self.res: list[dict[int, int]] | None = None
+        else:
+            self.sums_kept = True
+            self.res = None if domain.tree.level_names else [{}, {}, {}]
 
     @property
     def caps(self) -> list[int]:
@@ -572,20 +583,22 @@ def join(node: NodeState, contribution, res: tuple | None, sign: int) -> None:
             lag.settle_beyond()
 
 
-def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked: tuple) -> None:
+def rekey(node: NodeState, aggs: tuple, ranked: tuple) -> None:
     """The node moves, with the same contribution and resource part, from its aggregates (`node.aggs`) to `aggs` of the
     same domains (a blocking taint added or gone: another model key) in one pass: per domain one packed delta taken
-    from the old agg and added to the new, the flat root's counts moved, both ranked sets marked. What `join` -1 then
-    +1 does, without walking the domains twice."""
-    h, partials = contribution
-    d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
+    from the old agg and added to the new, the flat root's counts moved, both ranked sets marked (when the node has
+    GPU room: else no capacity moves). What `join` -1 then +1 does, without walking the domains twice."""
     old_aggs = node.aggs
-    for old, new in zip(old_aggs, aggs):
-        old.vec -= d
-        old.nodes -= 1
-        new.vec += d
-        new.nodes += 1
-        if partials:
+    shared = node.shared
+    if shared:
+        h, partials = node.contribution()
+        res = resource_part(node)
+        d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
+        for old, new in zip(old_aggs, aggs):
+            old.vec -= d
+            old.nodes -= 1
+            new.vec += d
+            new.nodes += 1
             for partial, sign in ((old.partial, -1), (new.partial, 1)):
                 for state in partials:
                     left = partial.get(state, 0) + sign
@@ -593,10 +606,23 @@ def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked:
                         partial[state] = left
                     else:
                         del partial[state]
-    old_root = old_aggs[0]
-    if res is not None and old_root.res is not None:  # the flat roots' counts: one node of these amounts moves
-        with old_root.domain.tree.lag.lock:
-            for c, b, a in zip(old_root.res, aggs[0].res, res):
+        room = h > 0
+    else:  # the usual node: its part from its counters (`_part`, the node eligible under both keys)
+        d = _part(node.spec, node)
+        for old, new in zip(old_aggs, aggs):
+            old.vec -= d
+            old.nodes -= 1
+            new.vec += d
+            new.nodes += 1
+        room = d > _GV[0]
+        res = None
+        if room:
+            r = (d >> _SUMS_SHIFT) & _SUMS_MASK
+            res = ((r >> _W) & _FIELD, r >> _2W, r & _FIELD)
+    counts = old_aggs[0].res
+    if res is not None and counts is not None:  # the flat roots' counts: one node of these amounts moves
+        with old_aggs[0].domain.tree.lag.lock:
+            for c, b, a in zip(counts, aggs[0].res, res):
                 left = c[a] - 1
                 if left:
                     c[a] = left
@@ -606,13 +632,98 @@ def rekey(node: NodeState, contribution, res: tuple | None, aggs: tuple, ranked:
     old_ranked = node.ranked
     node.aggs = aggs
     node.ranked = ranked
+    if not room:
+        return  # hist[0] alone moved: no capacity of either key's aggs changed
     lag = None
-    if old_ranked:  # hist[h] moved in both keys' aggs, and caps with it when h > 0
+    if old_ranked:  # hist[h] moved in both keys' aggs, and caps with it
         lag = _mark(old_ranked)
     if ranked:
         lag = _mark(ranked)
     if lag is not None and len(lag.aggs) > lag.limit:
         lag.settle_beyond()
+
+
+def _part(spec, node: NodeState) -> int:
+    """What a node with no shared device adds to each of its domains' ints under `spec` (0 when not counted)."""
+    if not spec.eligible:
+        return 0
+    free = spec.gpus - node.whole_used
+    if free <= 0:
+        return _GV[0]  # counted in hist[0], no GPU room: no resource part
+    a = spec.cpu - node.cpu_used
+    b = spec.ram - node.ram_used
+    c = spec.pods - len(node.allocs)
+    return _GV[free] + ((((b if b > 0 else 0) << _2W) + ((a if a > 0 else 0) << _W) + (c if c > 0 else 0)) << _SUMS_SHIFT)
+
+
+def respec_whole(node: NodeState, old, new) -> bool:
+    """A node with no shared device goes from spec `old` to `new` in the same aggregates (cordoned, NotReady, Ready
+    again, allocatable changed) — one packed delta per ancestor, its node count, the flat root's counts, the ranked
+    aggs marked when its capacities moved — computed from the specs and the node's counters (no contribution tuples);
+    False (nothing done) for a node with shared devices (the general path). The same result as `join` / `move_pod`
+    from the contributions (property-tested). `node.spec` is left to the caller."""
+    if node.shared:
+        return False
+    aggs = node.aggs
+    if not aggs:
+        return False
+    if new.gpus >= len(_GV):
+        reserve_devices(new.gpus)
+    used, slots = node.whole_used, len(node.allocs)
+    # `_part` of each spec, inlined, keeping the free amounts (clamped at 0) for the flat root's counts
+    res0 = res1 = None
+    d0 = d1 = 0
+    if old.eligible:
+        free = old.gpus - used
+        if free > 0:
+            a, b, c = old.cpu - node.cpu_used, old.ram - node.ram_used, old.pods - slots
+            res0 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
+            d0 = _GV[free] + (((res0[1] << _2W) + (res0[0] << _W) + res0[2]) << _SUMS_SHIFT)
+        else:
+            d0 = _GV[0]
+    if new.eligible:
+        free = new.gpus - used
+        if free > 0:
+            a, b, c = new.cpu - node.cpu_used, new.ram - node.ram_used, new.pods - slots
+            res1 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
+            d1 = _GV[free] + (((res1[1] << _2W) + (res1[0] << _W) + res1[2]) << _SUMS_SHIFT)
+        else:
+            d1 = _GV[0]
+    dn = new.eligible - old.eligible
+    if d0 != d1:
+        d = d1 - d0
+        if dn:
+            for agg in aggs:
+                agg.vec += d
+                agg.nodes += dn
+        else:
+            for agg in aggs:
+                agg.vec += d
+    elif dn:
+        for agg in aggs:
+            agg.nodes += dn
+    else:
+        return True
+    counts = aggs[0].res
+    if counts is not None and res0 != res1:
+        with aggs[0].domain.tree.lag.lock:
+            _count_free(counts, res0, res1)
+    if (d0 ^ d1) & _CAPS_MASK:  # capacities moved (hist[h] alone, for h = 0, files nothing): `_mark`, inlined
+        ranked = node.ranked
+        if ranked:
+            lag = ranked[0].domain.tree.lag
+            queue = lag.aggs
+            for agg in ranked:
+                if agg.marked:
+                    if agg.vec & _CAPS_MASK == agg.placed:
+                        agg.marked = False
+                        queue.pop(agg, None)
+                else:
+                    agg.marked = True
+                    queue[agg] = None
+            if len(queue) > lag.limit:
+                lag.settle_beyond()
+    return True
 
 
 def _mark(ranked: tuple) -> Lag:

@@ -8,6 +8,7 @@ Discovery label `nvidia.com/gpu.product`, device memory from `nvidia.com/gpu.mem
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Mapping, NamedTuple, Sequence
 
 from lang.quantity import QuantityError, to_int, to_milli
@@ -21,6 +22,7 @@ UNKNOWN_MODEL = "unknown"
 DEFAULT_TOLERATED = frozenset({GPU_RESOURCE})
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
+MAX_NODE_GPUS = 1024  # devices one node may state; a larger count is malformed (real nodes have at most 16)
 UNLIMITED = 1 << 62  # an allocatable the Node does not state: never the resource that runs out
 Levels = Sequence[tuple[str, str]]  # (level name, node label key), widest first
 _EMPTY: Mapping = {}
@@ -157,18 +159,21 @@ def _blocking_taints(spec: Mapping, tolerated: frozenset[str]) -> tuple[tuple[st
             key, effect = taint.get("key"), taint.get("effect")
             if type(key) is str and type(effect) is str and (key in tolerated or effect not in _BLOCKING_EFFECTS):
                 return ()
-    out = set()
+    out = []
     for taint in taints if isinstance(taints, list) else ():
-        if not is_map(taint):
+        if type(taint) is not dict and not is_map(taint):
             continue
         effect = taint.get("effect")
-        if not isinstance(effect, str) or effect not in _BLOCKING_EFFECTS:  # an unhashable effect would raise in `in`
+        if effect != "NoSchedule" and effect != "NoExecute":  # `==`, not `in` a set: an unhashable effect never raises
             continue
-        key = str(taint.get("key") or "")
+        key = taint.get("key")
+        if type(key) is not str:
+            key = str(key or "")
         if key in tolerated:
             continue
-        out.add((key, str(taint.get("value") or ""), str(taint.get("effect"))))
-    return tuple(sorted(out))
+        value = taint.get("value")
+        out.append((key, value if type(value) is str else str(value or ""), "NoSchedule" if effect == "NoSchedule" else "NoExecute"))
+    return tuple(sorted(set(out))) if len(out) > 1 else tuple(out)
 
 
 def _gpu_count(allocatable: Mapping, status: Mapping) -> int:
@@ -178,11 +183,15 @@ def _gpu_count(allocatable: Mapping, status: Mapping) -> int:
     if raw is None:
         return 0
     if type(raw) is int or (isinstance(raw, str) and raw.isdigit()):
-        return int(raw)  # the usual form; exact parsing below handles the rest
-    try:
-        return max(0, to_int(str(raw)))
-    except QuantityError:
-        return 0
+        n = int(raw)  # the usual form; exact parsing below handles the rest
+    else:
+        try:
+            n = max(0, to_int(str(raw)))
+        except QuantityError:
+            return 0
+    # More devices than any node has is a malformed count (`100Gi`): not tracked, as a malformed quantity, rather than
+    # a packed histogram field per device (aggregates.reserve_devices) that would take gigabytes.
+    return n if n <= MAX_NODE_GPUS else 0
 
 
 _ALLOCATABLE: dict[tuple[str, bool], int] = {}  # (text, milli) -> value: nodes of a pool state the same amounts
@@ -269,18 +278,141 @@ def read_node(
     return _NEW_SPEC(NodeSpec, (name, why_not is None, why_not, model, gpus, memory, paths, taints, cpu, ram, pods, labels))
 
 
-def _paths(labels: Mapping, topologies: Sequence[tuple[str, Levels]]) -> tuple[tuple[str, ...] | None, ...]:
-    paths = []
-    for _name, levels in topologies:
-        values = []
-        for _level, label in levels:
-            v = labels.get(label)
-            if v is None:
-                values = None
+UNSEEN = object()  # a raw part never compared yet: equal to nothing
+
+
+def reread(
+    state,
+    node: Mapping,
+    meta: Mapping,
+    topologies: Sequence[tuple[str, Levels]],
+    gpu_models: Mapping[str, tuple[str, int]],
+    tolerated: frozenset[str] = DEFAULT_TOLERATED,
+) -> NodeSpec | None:
+    """The new view of a node already tracked (`state.spec`, with GPUs), or None when nothing placement reads changed.
+
+    Equal to `read_node(node, ...)` whenever not None (property-tested), but each part is compared first with what the
+    last view was read from — the labels dict (`state.spec.labels`), the taints list and the allocatable dict
+    (`state.taints_raw`, `state.alloc_raw`, kept here) — and only a part that differs is read again: a heartbeat costs a
+    few C-level compares and the Ready look-up, a cordon or a taint reads no label, no amount and no path.
+    """
+    prev = state.spec
+    spec = node.get("spec")
+    if type(spec) is not dict:
+        spec = mapping(spec)
+    status = node.get("status")
+    if type(status) is not dict:
+        status = mapping(status)
+    alloc = status.get("allocatable")
+    if type(alloc) is not dict or alloc.get(GPU_RESOURCE) is None:
+        state.taints_raw = state.alloc_raw = UNSEEN  # the GPU count may come from elsewhere: read it all
+        new = read_node(node, topologies, gpu_models, tolerated, prev)
+        return None if new == prev else new
+    labels = meta.get("labels")
+    if type(labels) is not dict:
+        labels = mapping(labels)
+    taints = spec.get("taints")
+    if spec.get("unschedulable"):
+        why_not = "cordoned"
+    else:
+        why_not = "NotReady"  # `_ready`, inlined: every event of every node asks
+        conditions = status.get("conditions")
+        for cond in conditions if type(conditions) is list or isinstance(conditions, list) else ():
+            if (type(cond) is dict or is_map(cond)) and cond.get("type") == "Ready":
+                if cond.get("status") == "True":
+                    why_not = None
                 break
-            values.append(v if type(v) is str else str(v))
-        paths.append(None if values is None else tuple(values))
+    same_taints = taints is state.taints_raw or taints == state.taints_raw
+    state.taints_raw = taints
+    if why_not is not None:
+        blocking = ()
+    elif same_taints and prev.why_not is None:
+        blocking = prev.taints  # read from these taints when the node was last eligible
+    else:
+        blocking = _blocking_taints(spec, tolerated) if taints else ()
+    same_labels = labels is prev.labels or labels == prev.labels
+    same_alloc = alloc is state.alloc_raw or alloc == state.alloc_raw
+    state.alloc_raw = alloc
+    if same_labels and same_alloc and why_not == prev.why_not and (blocking is prev.taints or blocking == prev.taints):
+        return None  # a status heartbeat (or an equal object): nothing placement reads changed
+    if same_labels:
+        labels, memory, paths = prev.labels, prev.memory, prev.paths  # the dict the counts hold, not an equal copy
+        model = prev.model if blocking is prev.taints or blocking == prev.taints else None
+    else:
+        model = None
+    if model is None:
+        product = labels.get(PRODUCT_LABEL)
+        if product is not None and not isinstance(product, str):
+            product = str(product)
+        model = model_key(product, gpu_models)
+        if not same_labels:
+            memory = _memory(labels, model, product, gpu_models)
+            paths = _paths(labels, topologies)
+        if blocking:
+            model = _variant(model, blocking)
+    if same_alloc:
+        gpus, cpu, ram, pods = prev.gpus, prev.cpu, prev.ram, prev.pods
+    else:
+        amounts = alloc.get(GPU_RESOURCE), alloc.get("cpu"), alloc.get("memory"), alloc.get("pods")
+        try:
+            hit = _AMOUNTS4.get(amounts)  # nodes of a pool state the same four amounts: one look-up
+        except TypeError:  # an unhashable amount (odd input)
+            hit = None
+        if hit is None:
+            gpus = _gpu_count(alloc, status)
+            if gpus <= 0:
+                return read_node(node, topologies, gpu_models, tolerated, prev)  # no longer tracked: the short view
+            hit = (gpus, *_amounts(alloc))
+            if len(_AMOUNTS4) < 4096 and all(type(a) is str for a in amounts):
+                _AMOUNTS4[amounts] = hit
+        gpus, cpu, ram, pods = hit
+    new = _NEW_SPEC(NodeSpec, (prev.name, why_not is None, why_not, model, gpus, memory, paths, blocking, cpu, ram, pods, labels))
+    return None if new == prev else new  # e.g. a taint placement ignores, or an allocatable it does not read
+
+
+def keep_raw(state, node: Mapping) -> None:
+    """Remember the taints list and allocatable dict `state.spec` was just read from (`read_node`), for `reread`."""
+    try:  # (the views compare by content: any part stored is sound, and one never compared equal costs a full read)
+        state.taints_raw = node["spec"].get("taints")
+        state.alloc_raw = node["status"]["allocatable"]
+    except (KeyError, TypeError, AttributeError):  # odd input: read in full next time
+        state.taints_raw = state.alloc_raw = UNSEEN
+
+
+def _paths(labels: Mapping, topologies: Sequence[tuple[str, Levels]]) -> tuple[tuple[str, ...] | None, ...]:
+    try:
+        getters = _PATH_GETTERS.get(topologies)  # the index's topologies: a tuple, so one hashable key
+    except TypeError:
+        getters = None
+    if getters is None:
+        getters = tuple(itemgetter(*[label for _level, label in levels]) if levels else _NO_LEVELS for _name, levels in topologies)
+        if len(_PATH_GETTERS) < 64 and type(topologies) is tuple:
+            _PATH_GETTERS[topologies] = getters
+    paths = []
+    for (_name, levels), get in zip(topologies, getters):
+        try:
+            values = get(labels)  # C-level: every label of the topology, or KeyError
+        except KeyError:
+            paths.append(None)  # Kueue likewise ignores nodes lacking any level label of a topology
+            continue
+        if len(levels) == 1:
+            values = (values,)
+        elif not levels:
+            paths.append(values)
+            continue
+        for v in values:
+            if type(v) is not str:  # odd values: None is a missing label, the rest their text
+                values = None if None in values else tuple(v if type(v) is str else str(v) for v in values)
+                break
+        paths.append(values)
     return tuple(paths)
+
+
+_PATH_GETTERS: dict = {}  # topologies -> one itemgetter of its level labels per topology
+
+
+def _NO_LEVELS(labels: Mapping) -> tuple:
+    return ()
 
 
 _VARIANTS: dict[tuple[str, tuple], str] = {}  # (model, blocking taints) -> variant key: pools share a few
@@ -311,3 +443,4 @@ def _amounts(alloc: Mapping) -> tuple[int, int, int]:
 
 
 _AMOUNTS: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # nodes of a pool state the same three amounts
+_AMOUNTS4: dict[tuple, tuple[int, int, int, int]] = {}  # (gpu, cpu, memory, pods) texts -> (gpus, cpu, ram, pods) with gpus > 0

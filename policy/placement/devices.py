@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy.placement.capacity import NodeSpec
+from policy.placement.capacity import UNSEEN, NodeSpec
 from policy.placement.needs import NodeFilter
 
 FULL = 1000  # milli-GPU of one device
@@ -61,7 +61,8 @@ def whole_fit(free_whole: int, memory: int, demand: Demand) -> int:
 class NodeState:
     """Usage of one node: allocations by key (pod uid or reservation slot), and the device states they make."""
 
-    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "ranked", "cpu_used", "ram_used", "alt")
+    __slots__ = ("name", "spec", "whole_used", "shared", "allocs", "domains", "aggs", "ranked", "cpu_used", "ram_used", "alt",
+                 "taints_raw", "alloc_raw")
 
     def __init__(self, name: str, spec: NodeSpec | None = None):
         self.name = name
@@ -77,6 +78,9 @@ class NodeState:
         # (model key, aggs, ranked) of the same domains for the key the node last left (a taint added: its untainted
         # key), so the change undone finds them without a look-up per domain; None while unknown or domains changed
         self.alt: tuple | None = None
+        # The Node's taints list and allocatable dict the spec was last read from (`capacity.reread` compares them)
+        self.taints_raw = UNSEEN
+        self.alloc_raw = UNSEEN
 
     @property
     def gpus(self) -> int:

@@ -8,16 +8,20 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, unbind_whole
-from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, mapping, read_node
+from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
+from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
-from policy.placement.needs import LabelCounts, pod_requests
+from policy.placement.needs import LabelCounts, Untainted, pod_requests
 from policy.placement.query import demand_of, fits, search
 from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reservations
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
 from policy.subject.model import PodSet
 
+_OUT = NodeSpec("", False, "not counted", "", 0, 0, ())  # the side of a join or leave where the node is not counted
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
+# Key moves left waiting, at most (and at most the lag's limit): each costs a query settling it about one taint event
+# (tens of µs), so a query pays at most 8 of them; an event beyond settles the oldest.
+REKEY_LIMIT = 8
 ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
 
 
@@ -68,6 +72,9 @@ class PlacementIndex(Reservations):
         self.reservations = Ledger()
         self._pods: dict[str, tuple[str, Demand]] = {}  # live bound pod -> (node, demand)
         self._pending: dict[str, Demand] = {}  # live unbound pod -> its demand, read once
+        # Nodes whose model key changed (a taint) but which are still counted under the old one, oldest first: node ->
+        # the spec they are counted as. Readers settle them first (`settle_rekeys`); a taint undone before takes it back.
+        self._rekeys: dict[NodeState, NodeSpec] = {}
         self._demand = demand
         self.version = 0  # bumped by every change a query could read: equal versions, equal answers
         # Answers at `_answers_at`: (kind, gang) -> answer. A query is a pure function of the index and the
@@ -75,7 +82,10 @@ class PlacementIndex(Reservations):
         self._answers: dict[tuple[str, GangRequest], object] = {}
         self._answers_at = -1
         self.max_gpus = 0  # the most devices any node has had
-        self.labels: dict[str, LabelCounts] = {}  # model key -> label values of its nodes: which node filters all of them pass
+        # Label values of nodes, for which node filters all of them pass: per model (the declared name or product)
+        # over all its nodes, tainted or not, and per tainted model key (variant) over that key's nodes; the untainted
+        # key's are the model's minus its variants' (`needs.Untainted`), so a taint counts a node's labels once.
+        self.labels: dict[str, LabelCounts] = {}
         self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): room.judge
 
     # ---- building ----------------------------------------------------------------------
@@ -100,6 +110,7 @@ class PlacementIndex(Reservations):
             if spec.gpus <= 0 or spec.name in self.nodes:
                 continue
             state = self.nodes[spec.name] = NodeState(spec.name, spec)
+            keep_raw(state, node)
             self._attach(state)
             self._note_model(spec)
             self._count_labels(spec, +1)
@@ -146,7 +157,12 @@ class PlacementIndex(Reservations):
     # ---- events ------------------------------------------------------------------------
     def apply_node(self, event: str, node: Mapping) -> None:
         """Apply one Node watch event (ADDED / MODIFIED / DELETED)."""
-        name = str(mapping(node.get("metadata")).get("name") or "")
+        meta = node.get("metadata")
+        if type(meta) is not dict:
+            meta = mapping(meta)
+        name = meta.get("name")
+        if type(name) is not str:
+            name = str(name or "")
         state = self.nodes.get(name)
         if event == "DELETED":
             if state is not None:
@@ -154,15 +170,35 @@ class PlacementIndex(Reservations):
                 if not state.allocs:
                     del self.nodes[name]
             return
+        if state is not None:
+            prev = state.spec
+            if prev is not None and prev.gpus > 0:  # the usual event: compare the parts placement reads, read what changed
+                spec = reread(state, node, meta, self.topologies, self.gpu_models, self.tolerated)
+                if spec is None:
+                    return
+                if spec.model is prev.model and spec.paths is prev.paths and spec.gpus > 0 and not (self._rekeys and state in self._rekeys):
+                    self._respec(state, prev, spec)  # what `_set_spec` decides, for a node whose key move is not waiting
+                else:
+                    self._set_spec(state, spec)
+                return
         spec = read_node(node, self.topologies, self.gpu_models, self.tolerated, state.spec if state is not None else None)
         if spec.gpus <= 0 and state is None:
             return  # CPU-only nodes are not tracked at all
         if state is None:
             state = self.nodes[name] = NodeState(name)
+        keep_raw(state, node)
         if state.spec != spec:  # status heartbeats change nothing placement reads: skip them cheaply
             self._set_spec(state, spec)
 
     def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
+        rekeys = self._rekeys
+        if rekeys and state in rekeys:  # its key move waits: undone (nothing to do), or done before this change
+            counted = rekeys[state]
+            if spec is not None and spec.model == counted.model and spec.paths == counted.paths and spec.gpus > 0:
+                del rekeys[state]
+                state.spec = counted  # still counted so: this change goes from there
+            else:
+                self._settle_rekey(state)
         old = state.spec
         # Same place in every topology (only a taint may change the model key): the node keeps its domains.
         in_place = spec is not None and old is not None and old.gpus > 0 and spec.gpus > 0 and old.paths == spec.paths
@@ -172,10 +208,10 @@ class PlacementIndex(Reservations):
         if in_place and self._rekey(state, old, spec):  # a blocking taint added or gone: same domains, other key
             return
         self.version += 1
-        before = state.contribution()
         if old is not None and old.gpus > 0:
-            if before is not None:
-                join(state, before, resource_part(state), -1)
+            if old.eligible:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
+                if not respec_whole(state, old, _OUT):
+                    join(state, state.contribution(), resource_part(state), -1)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
             self._count_labels(old, -1)
@@ -188,10 +224,12 @@ class PlacementIndex(Reservations):
             self._reaggregate(state)
         else:
             self._attach(state)
-        self._note_model(spec)
+        if spec.gpus > self.max_gpus or self.model_memory.get(spec.model) != spec.memory:
+            self._note_model(spec)
         self._count_labels(spec, +1)
-        if spec.eligible:
-            join(state, state.contribution(), resource_part(state), +1)
+        if spec.eligible:  # it joins its aggregates (by arithmetic when no device is shared)
+            if not respec_whole(state, _OUT, spec):
+                join(state, state.contribution(), resource_part(state), +1)
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
 
@@ -201,21 +239,29 @@ class PlacementIndex(Reservations):
         self.version += 1
         if old.labels is not spec.labels:
             self.labels[spec.model].replace(old.labels, spec.labels)
-        if old.eligible != spec.eligible or old.why_not != spec.why_not:
+            if spec.taints:  # a tainted key's node: counted in its model's counts too
+                self.labels[self.variants[spec.model][0]].replace(old.labels, spec.labels)
+        if old.eligible != spec.eligible or old.why_not != spec.why_not:  # `_count_excluded`, inlined
+            excluded = self.excluded
             if not old.eligible:
-                self._count_excluded(old.why_not or "excluded", -1)
+                key = (old.why_not or "excluded").split(" ", 1)[0]
+                excluded[key] = excluded.get(key, 0) - 1
             if not spec.eligible:
-                self._count_excluded(spec.why_not or "excluded", +1)
-        if old.eligible == spec.eligible and old.gpus == spec.gpus and old.memory == spec.memory and old.cpu == spec.cpu and (
-                old.ram == spec.ram and old.pods == spec.pods):
+                key = (spec.why_not or "excluded").split(" ", 1)[0]
+                excluded[key] = excluded.get(key, 0) + 1
+        # eligible, (gpus, memory), (cpu, ram, pods): compared as slices of the two tuples, the fields in NodeSpec order
+        if old[1] == spec[1] and old[4:6] == spec[4:6] and old[8:11] == spec[8:11]:
             state.spec = spec  # labels only (or a why-not reason): what the node adds to its domains is unchanged
+            return
+        if spec.gpus != old.gpus or spec.memory != old.memory:
+            reserve_devices(spec.gpus)
+            self._note_model(spec)
+        if respec_whole(state, old, spec):  # the usual node (no shared device): arithmetic on its counters
+            state.spec = spec
             return
         before = state.contribution()
         res_before = resource_part(state) if before is not None else None
         state.spec = spec
-        if spec.gpus != old.gpus or spec.memory != old.memory:
-            reserve_devices(spec.gpus)
-            self._note_model(spec)
         after = state.contribution()
         if before is not None and after is not None:
             move_pod(state, before, after, res_before, resource_part(state))
@@ -226,34 +272,63 @@ class PlacementIndex(Reservations):
 
     def _rekey(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> bool:
         """An eligible node that stays eligible with the same amounts changed model key in the same domains (a blocking
-        taint added or gone): move it to the other key's aggregates and label counts in one pass each; False (nothing
-        done) for any other change, which detaches and re-attaches."""
+        taint added or gone): move it to the other key's aggregates and label counts — deferred (`_rekeys`) when its
+        labels are unchanged, so a taint undone before anything reads (a flap, a drain cancelled) costs nothing; False
+        (nothing done) for any other change, which detaches and re-attaches."""
         if not (old.eligible and spec.eligible) or old.gpus != spec.gpus or old.memory != spec.memory or old.cpu != spec.cpu or (
                 old.ram != spec.ram or old.pods != spec.pods):
             return False
         self.version += 1
-        contribution = state.contribution()  # the same before and after: it reads only the amounts compared above
-        res = resource_part(state)
+        if spec.gpus > self.max_gpus or self.model_memory.get(spec.model) != spec.memory:
+            self._note_model(spec)
+        if old.labels is spec.labels or old.labels == spec.labels:  # deferred: counted as `old` until settled
+            state.spec = spec
+            rekeys = self._rekeys
+            rekeys[state] = old
+            limit = self.lag.limit
+            if len(rekeys) > (limit if limit < REKEY_LIMIT else REKEY_LIMIT):
+                self._settle_rekey(next(iter(rekeys)))  # the oldest: at most one per event
+            return True
+        self._move_key(state, old, spec)
+        return True
+
+    def settle_rekeys(self) -> None:
+        """Do every deferred key move (`_rekey`): what every reader of the aggregates and label counts needs first."""
+        rekeys = self._rekeys
+        while rekeys:
+            self._settle_rekey(next(iter(rekeys)))
+
+    def _settle_rekey(self, state: NodeState) -> None:
+        old = self._rekeys.pop(state)
+        self._move_key(state, old, state.spec)
+
+    def _move_key(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> None:
+        """Move a node counted as `old` to the aggregates and label counts of `spec`'s model key, in its domains."""
         model = spec.model
         alt = state.alt
         if alt is not None and alt[0] == model:  # back to the key it left (the taint undone): its aggs, kept
             aggs, ranked = alt[1], alt[2]
         else:
-            aggs = tuple([d.agg_for(model) for d in state.domains])
-            ranked = tuple([agg for agg in aggs if agg.lists is not None])
+            found = []
+            for d in state.domains:  # `Domain.agg_for`, inlined: a node's first taint looks up one agg per domain
+                agg = d.aggs.get(model)
+                found.append(agg if agg is not None else d.agg_for(model))
+            aggs = tuple(found)
+            ranked = tuple([agg for agg in found if agg.lists is not None])
         state.alt = (old.model, state.aggs, state.ranked)
         state.spec = spec
-        rekey(state, contribution, res, aggs, ranked)
-        self._note_model(spec)
-        counts = self.labels.get(model)
-        if counts is None:
-            counts = self.labels[model] = LabelCounts()
-        if old.labels is spec.labels or old.labels == spec.labels:
-            self.labels[old.model].move(spec.labels, counts)
+        rekey(state, aggs, ranked)  # the same amounts under either spec
+        if old.labels is spec.labels or old.labels == spec.labels:  # the same model: only variants' counts change
+            if old.taints:
+                self.labels[old.model].add(old.labels, -1)
+            if spec.taints:
+                counts = self.labels.get(model)
+                if counts is None:
+                    counts = self.labels[model] = LabelCounts()
+                counts.add(spec.labels, +1)
         else:
-            self.labels[old.model].add(old.labels, -1)
-            counts.add(spec.labels, +1)
-        return True
+            self._count_labels(old, -1)
+            self._count_labels(spec, +1)
 
     def _note_model(self, spec: NodeSpec) -> None:
         if spec.gpus > self.max_gpus:
@@ -267,14 +342,29 @@ class PlacementIndex(Reservations):
                 self.model_keys = tuple(sorted(k for k in self.model_memory if k not in self.variants))
 
     def _count_labels(self, spec: NodeSpec, sign: int) -> None:
-        counts = self.labels.get(spec.model)
-        if counts is None:
-            counts = self.labels[spec.model] = LabelCounts()
-        counts.add(spec.labels, sign)
+        """Count (+1) or forget (-1) a node's labels under its model, and under its variant key when tainted."""
+        labels = self.labels
+        for key in ((self.variants[spec.model][0], spec.model) if spec.taints else (spec.model,)):
+            counts = labels.get(key)
+            if counts is None:
+                counts = labels[key] = LabelCounts()
+            counts.add(spec.labels, sign)
 
     def passes_all(self, flt, keys: tuple[str, ...]) -> bool:
         """Whether every tracked node of these model keys passes the node filter."""
-        return all(key not in self.labels or self.labels[key].universal(flt, self.nodes) for key in keys)
+        if self._rekeys:
+            self.settle_rekeys()
+        for key in keys:
+            counts = self.labels.get(key)
+            if counts is None:
+                continue
+            if key not in self.variants:  # an untainted key: its model's nodes but those of its variants
+                tainted = [self.labels[vk] for vk, (model, _t) in self.variants.items() if model == key and vk in self.labels]
+                if any(c.total for c in tainted):
+                    counts = Untainted(counts, tainted)
+            if not counts.universal(flt, self.nodes):
+                return False
+        return True
 
     def _count_excluded(self, why: str, delta: int) -> None:
         key = why.split(" ", 1)[0]
@@ -305,8 +395,12 @@ class PlacementIndex(Reservations):
     def _reaggregate(self, state: NodeState) -> None:
         """The node's aggregates: its domains' for its model key."""
         model = state.spec.model
-        state.aggs = aggs = tuple([d.agg_for(model) for d in state.domains])
-        state.ranked = tuple([agg for agg in aggs if agg.lists is not None])
+        found = []
+        for d in state.domains:  # `Domain.agg_for`, inlined: a node added looks up one agg per domain
+            agg = d.aggs.get(model)
+            found.append(agg if agg is not None else d.agg_for(model))
+        state.aggs = tuple(found)
+        state.ranked = tuple([agg for agg in found if agg.lists is not None])
         reserve_devices(state.spec.gpus)  # every h an event can meet has its packed delta ready
 
     def _detach(self, state: NodeState) -> None:
@@ -423,6 +517,8 @@ class PlacementIndex(Reservations):
 
     def _answer(self, kind: str, gang: GangRequest, ask: Callable):
         """`ask(self, gang)`, re-used while `version` is unchanged (answers are immutable)."""
+        if self._rekeys:
+            self.settle_rekeys()
         answers = self._answers
         if self._answers_at != self.version or len(answers) >= ANSWERS_LIMIT:
             answers.clear()

@@ -207,14 +207,14 @@ class LabelCounts:
     __slots__ = ("by_key", "total")
 
     def __init__(self) -> None:
-        self.by_key: dict[str, dict[str, int]] = {}
+        self.by_key: dict[str, dict[str, int]] = {}  # label key -> value -> nodes (a key no node has now may stay, empty)
         self.total = 0
 
     def add(self, labels: Mapping, sign: int) -> None:
         """Count (sign +1) or forget (-1) one node's labels."""
         self.total += sign
         by_key = self.by_key
-        if sign == 1:  # a node added (or its model key changed): the loop every such event runs over dozens of labels
+        if sign == 1:  # a node added (or tainted): the loop every such event runs over dozens of labels
             for k, v in labels.items():
                 if type(v) is not str:
                     v = str(v)
@@ -224,48 +224,19 @@ class LabelCounts:
                 else:
                     values[v] = values.get(v, 0) + 1
             return
-        for k, v in labels.items():
+        for k, v in labels.items():  # a key left without values keeps its empty dict: the next node's finds it
             if type(v) is not str:
                 v = str(v)
             values = by_key.get(k)
-            n = values.get(v, 0) + sign if values is not None else sign
-            if n > 0:
-                values[v] = n
-            elif n == 0:
-                del values[v]
-                if not values:
-                    del by_key[k]
-            else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
-                if values is None:
-                    values = by_key[k] = {}
-                values[v] = n
-
-    def move(self, labels: Mapping, other: "LabelCounts") -> None:
-        """One node with these labels moves from these counts to `other`'s (a taint added or gone: another model key),
-        in one loop: what `add(labels, -1)` here and `other.add(labels, +1)` do."""
-        self.total -= 1
-        other.total += 1
-        by_key, to_key = self.by_key, other.by_key
-        for k, v in labels.items():
-            if type(v) is not str:
-                v = str(v)
-            values = by_key.get(k)
-            n = values.get(v, 0) - 1 if values is not None else -1
-            if n > 0:
-                values[v] = n
-            elif n == 0:
-                del values[v]
-                if not values:
-                    del by_key[k]
-            else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
-                if values is None:
-                    values = by_key[k] = {}
-                values[v] = n
-            values = to_key.get(k)
             if values is None:
-                to_key[k] = {v: 1}
-            else:
-                values[v] = values.get(v, 0) + 1
+                values = by_key[k] = {}
+            n = values.get(v, 0) + sign
+            if n > 0:
+                values[v] = n
+            elif n == 0:
+                del values[v]
+            else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
+                values[v] = n
 
     def replace(self, old: Mapping, new: Mapping) -> None:
         """One node's labels went from `old` to `new`: count only the pairs that changed (a node has dozens of labels;
@@ -285,8 +256,6 @@ class LabelCounts:
                 values[v] = n
             else:
                 del values[v]
-                if not values:
-                    del by_key[k]
         for k, v in came:
             v = v if type(v) is str else str(v)
             values = by_key.get(k)
@@ -296,30 +265,77 @@ class LabelCounts:
 
     def universal(self, flt: NodeFilter, names) -> bool:
         """Whether every tracked node passes `flt` (`names`: the tracked node names, for matchFields)."""
-        total = self.total
-        for k, v in flt.selector:
-            if self.by_key.get(k, {}).get(v, 0) != total:
-                return False
-        if flt.terms is None:
-            return True
-        return any((exprs or fields) and all(self._all(e) for e in exprs) and all(_all_names(f, names, total) for f in fields)
-                   for exprs, fields in flt.terms)
+        return _universal(self, flt, names)
 
-    def _all(self, e: tuple[str, str, tuple[str, ...]]) -> bool:
-        key, op, values = e
-        have = self.by_key.get(key, {})
-        total = self.total
-        if op == "In":
-            return sum(have.get(v, 0) for v in set(values)) == total
-        if op == "NotIn":
-            return not any(v in have for v in values)
-        if op == "Exists":
-            return sum(have.values()) == total
-        if op == "DoesNotExist":
-            return not have
-        if op in ("Gt", "Lt"):
-            return sum(have.values()) == total and all(_expr({key: v}, e) for v in have)
-        return False
+    def count(self, key: str, value: str) -> int:
+        """Nodes whose label `key` is `value`."""
+        values = self.by_key.get(key)
+        return values.get(value, 0) if values else 0
+
+    def key_total(self, key: str) -> int:
+        """Nodes carrying label `key`."""
+        values = self.by_key.get(key)
+        return sum(values.values()) if values else 0
+
+    def present(self, key: str):
+        """The values of label `key` some node carries."""
+        return iter(self.by_key.get(key, ()))
+
+
+class Untainted:
+    """The label counts of a model's nodes without blocking taints: its counts over all its nodes minus those of each
+    tainted variant (so a taint added or gone counts the node's labels once, in the variant's counts, not twice)."""
+
+    __slots__ = ("base", "variants", "total")
+
+    def __init__(self, base: LabelCounts, variants: list[LabelCounts]) -> None:
+        self.base = base
+        self.variants = variants
+        self.total = base.total - sum(v.total for v in variants)
+
+    def count(self, key: str, value: str) -> int:
+        """Nodes whose label `key` is `value`."""
+        return self.base.count(key, value) - sum(v.count(key, value) for v in self.variants)
+
+    def key_total(self, key: str) -> int:
+        """Nodes carrying label `key`."""
+        return self.base.key_total(key) - sum(v.key_total(key) for v in self.variants)
+
+    def present(self, key: str):
+        """The values of label `key` some node carries."""
+        return (value for value in self.base.present(key) if self.count(key, value) > 0)
+
+    def universal(self, flt: NodeFilter, names) -> bool:
+        """Whether every untainted node passes `flt` (`names`: every tracked node name, for matchFields)."""
+        return _universal(self, flt, names)
+
+
+def _universal(counts, flt: NodeFilter, names) -> bool:
+    """Whether every node `counts` counts passes `flt`, from the counts alone (`LabelCounts` or `Untainted`)."""
+    total = counts.total
+    for k, v in flt.selector:
+        if counts.count(k, v) != total:
+            return False
+    if flt.terms is None:
+        return True
+    return any((exprs or fields) and all(_all(counts, e) for e in exprs) and all(_all_names(f, names, total) for f in fields)
+               for exprs, fields in flt.terms)
+
+
+def _all(counts, e: tuple[str, str, tuple[str, ...]]) -> bool:
+    key, op, values = e
+    total = counts.total
+    if op == "In":
+        return sum(counts.count(key, v) for v in set(values)) == total
+    if op == "NotIn":
+        return not any(counts.count(key, v) > 0 for v in values)
+    if op == "Exists":
+        return counts.key_total(key) == total
+    if op == "DoesNotExist":
+        return counts.key_total(key) == 0
+    if op in ("Gt", "Lt"):
+        return counts.key_total(key) == total and all(_expr({key: v}, e) for v in counts.present(key))
+    return False
 
 
 def _all_names(f: tuple[str, str, tuple[str, ...]], names, total: int) -> bool:

@@ -11,7 +11,7 @@ from tests.policy.placement.placement_builders import BLOCK, FABRIC, HOST, MODEL
 from test_properties import check_aggregates
 
 from policy.cluster.snapshot import ClusterSnapshot
-from policy.placement import PlacementIndex
+from policy.placement import Demand, GangRequest, PlacementIndex
 
 
 def test_pod_before_its_node_is_counted_when_the_node_arrives():
@@ -171,3 +171,88 @@ def test_odd_objects_never_raise(events):
         idx.on_event(event, None, obj)
     check_aggregates(idx)
     idx.query(gang(1, required="rack"))
+
+
+def test_a_filter_every_untainted_node_passes_is_universal_for_gangs_without_tolerations():
+    from policy.placement.needs import NodeFilter
+
+    pool_a, pool_b = NodeFilter((("pool", "a"),)), NodeFilter((("pool", "b"),))
+    dedicated = [{"key": "dedicated", "value": "b", "effect": "NoSchedule"}]
+    a1, a2 = node("a1", labels={"pool": "a"}), node("a2", labels={"pool": "a"})
+    b1 = node("b1", labels={"pool": "b"}, taints=dedicated)
+    idx = index([a1, a2, b1])
+    (variant,) = idx.variants
+    assert idx.passes_all(pool_a, ("h100",)) and not idx.passes_all(pool_b, ("h100",))
+    assert idx.passes_all(pool_b, (variant,)) and not idx.passes_all(pool_a, ("h100", variant))
+    idx.apply_node("MODIFIED", node("b1", labels={"pool": "b"}))  # its taint gone: an untainted node of pool b
+    assert not idx.passes_all(pool_a, ("h100",))
+    idx.apply_node("MODIFIED", b1)  # tainted again
+    idx.apply_node("MODIFIED", node("a2", labels={"pool": "b"}))  # an untainted node of pool b
+    assert not idx.passes_all(pool_a, ("h100",)) and idx.passes_all(pool_b, (variant,))
+    check_aggregates(idx)
+
+
+def test_a_node_stating_more_gpus_than_any_node_has_is_not_tracked():
+    huge = node("huge")
+    huge["status"]["allocatable"]["nvidia.com/gpu"] = "100Gi"  # malformed: 107 billion devices
+    idx = index([node("a1"), huge])
+    assert "huge" not in idx.nodes and idx.free_gpus("a1") == 4
+    idx.apply_node("MODIFIED", node("huge"))
+    assert idx.free_gpus("huge") == 4
+    idx.apply_node("MODIFIED", huge)  # a tracked node whose count turns malformed: it takes no pod
+    assert idx.free_gpus("huge") == 0 and idx.capacity("huge", Demand(whole=1)) == 0
+    check_aggregates(idx)
+
+
+MAINT = [{"key": "maint", "value": "true", "effect": "NoSchedule"}]
+
+
+def _tolerating(count, required="host"):
+    from policy.placement.capacity import Toleration
+
+    g = gang(count, required=required)
+    return GangRequest(g.pod_sets, topology="fabric", required=required, tolerations=(Toleration({"key": "maint", "operator": "Exists"}),))
+
+
+@pytest.mark.parametrize("between", ["nothing", "bind", "query", "cordon", "deleted", "check"])
+def test_a_taint_waits_to_move_its_node_and_reads_as_moved(between):
+    nodes = [node(f"n{i}", "b1", f"r{i % 2}", gpus=4) for i in range(4)]
+    idx, twin = index(nodes), index(nodes)
+    twin.lag.limit = 0  # moves every key at once
+    tainted = node("n1", "b1", "r1", gpus=4, taints=MAINT)
+    for i in (idx, twin):
+        i.apply_node("MODIFIED", tainted)
+    assert idx._rekeys and not twin._rekeys
+    if between == "bind":
+        for i in (idx, twin):
+            i.apply_pod("ADDED", pod("p", "n1", gpus=3))
+    elif between == "query":
+        assert idx.query(_tolerating(16, "block")).fits and not idx._rekeys  # read: the move is done first
+        assert idx.query(gang(13, required="block")).fits is False  # 12 untainted GPUs left
+    elif between == "cordon":
+        for i in (idx, twin):
+            i.apply_node("MODIFIED", node("n1", "b1", "r1", gpus=4, taints=MAINT, cordoned=True))
+    elif between == "deleted":
+        for i in (idx, twin):
+            i.apply_node("DELETED", tainted)
+    elif between == "check":
+        check_aggregates(idx)  # settles, after checking the node is still counted under its untainted key
+    for i in (idx, twin):
+        i.apply_node("MODIFIED" if between != "deleted" else "ADDED", nodes[1])  # the taint undone
+    for probe in (gang(16, required="block"), gang(13, required="block"), _tolerating(16, "block"), _tolerating(1)):
+        assert idx.query(probe) == twin.query(probe), (between, probe)
+    check_aggregates(idx)
+    check_aggregates(twin)
+
+
+def test_taints_beyond_the_limit_move_the_oldest_at_once():
+    from policy.placement.index import REKEY_LIMIT
+
+    nodes = [node(f"n{i:02d}", "b1", f"r{i % 4}", gpus=2) for i in range(REKEY_LIMIT + 3)]
+    idx = index(nodes)
+    for n in nodes:
+        idx.apply_node("MODIFIED", node(n["metadata"]["name"], "b1", n["metadata"]["labels"][RACK][3:], gpus=2, taints=MAINT))
+        assert len(idx._rekeys) <= REKEY_LIMIT
+    assert [s.name for s in idx._rekeys] == [f"n{i:02d}" for i in range(3, REKEY_LIMIT + 3)]  # the oldest moved
+    assert idx.query(gang(1)).fits is False and idx.query(_tolerating(2 * len(nodes), "block")).fits and not idx._rekeys
+    check_aggregates(idx)

@@ -23,6 +23,7 @@ from policy.placement import GangRequest, PlacementIndex
 from policy.placement import aggregates
 from policy.placement.aggregates import SHAPES, bound, certain, most_free, sums
 from policy.placement.devices import Demand
+from policy.placement.index import REKEY_LIMIT
 from policy.placement.needs import NodeFilter, PodNeeds
 from policy.subject.model import PodSet
 
@@ -57,6 +58,7 @@ OPS = st.lists(
 
 def _state(idx: PlacementIndex) -> dict:
     """Every aggregate a query reads, keyed by tree, domain path and model (bucket members as domain paths)."""
+    idx.settle_rekeys()
     idx.lag.settle()
     out: dict = {}
     for tree in (idx.flat, *idx.trees.values()):
@@ -74,7 +76,7 @@ def _state(idx: PlacementIndex) -> dict:
         for level, by_model in enumerate(tree.buckets):
             for model, lists in by_model.items():
                 for i, b in enumerate(lists):
-                    if b is not None:
+                    if b is not None and b.by_cap:  # (an empty one may exist in one index only: a key move taken back)
                         # membership, not order: equal capacities are ordered by when they were filed (docs/placement.md)
                         filed = {cap: sorted(a.domain.path for a in members) for cap, members in b.by_cap.items()}
                         out[(tree.name, level, model, SHAPES[i])] = (filed, b.order)
@@ -95,8 +97,9 @@ def test_an_index_whose_aggregates_lag_reads_as_one_settled_at_every_event(topol
     def both(apply, event, obj):
         apply(idx)(event, obj)
         apply(twin)(event, obj)
-        assert not twin.lag.aggs, "limit 0 settles at every event"
+        assert not twin.lag.aggs and not twin._rekeys, "limit 0 settles at every event"
         assert len(idx.lag.aggs) <= idx.lag.limit, "events settle the oldest beyond it"
+        assert len(idx._rekeys) <= min(idx.lag.limit, REKEY_LIMIT), "key moves too"
 
     def node_event(i):
         return i.apply_node
@@ -168,9 +171,14 @@ READS = (Demand(whole=1), Demand(whole=2, cpu=3000), Demand(whole=1, cpu=10_000,
 
 def _compare(idx: PlacementIndex, twin: PlacementIndex, op) -> None:
     """What the query reads of the flat roots, then every probe, answers alike (read before any settling by hand: the
-    readers settle), then every aggregate is equal."""
+    readers settle), then every aggregate is equal. Key moves a taint left waiting are done first, as a query does
+    before reading (these readers are only ever called by one)."""
+    idx.settle_rekeys()
     for key, want in twin.flat.root.aggs.items():
-        got = idx.flat.root.aggs[key]
+        got = idx.flat.root.aggs.get(key)
+        if got is None:  # a key the twin moved a node to and back; the lagging index took its move back: never made
+            assert not want.nodes, (op, key)
+            continue
         for i, demand in enumerate(READS):
             readers = (lambda a, t: certain(a, demand, t.max_gpus), lambda a, t: bound(a, demand), lambda a, t: most_free(a))
             reader = readers[(i + len(op)) % 3]  # one reader first, before any other settles: each must settle itself

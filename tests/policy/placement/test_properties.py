@@ -18,7 +18,7 @@ from lang.quantity import to_int, to_milli
 from policy.placement import GangRequest, PlacementIndex
 from policy.placement.aggregates import SHAPES, resource_part, sums
 from policy.placement.devices import FULL, Demand
-from policy.placement.needs import pod_needs
+from policy.placement.needs import NodeFilter, pod_needs
 from policy.placement.query import _needs, fits, search
 from policy.placement.room import room as _cap
 from policy.subject.model import PodSet
@@ -175,6 +175,10 @@ def test_mixed_gangs_are_sound(cluster, a, b, big, data):
 
 def check_aggregates(idx: PlacementIndex) -> None:
     """Every domain's aggregates and every level bucket equal a recomputation from the node states."""
+    for state, counted in idx._rekeys.items():  # a key move waiting: still counted under the key it had
+        assert state.spec.model != counted.model and state.spec.paths == counted.paths, state.name
+        assert state.aggs[0] is idx.flat.root.aggs[counted.model], state.name
+    idx.settle_rekeys()
     lag = idx.lag
     queued = {id(agg) for agg in lag.aggs}
     assert len(queued) == len(lag.aggs), "an agg is queued once"
@@ -229,23 +233,42 @@ def check_aggregates(idx: PlacementIndex) -> None:
 
 
 def _check_node_counts(idx: PlacementIndex) -> None:
-    """The label value counts per model key and the excluded counts equal a recount over the tracked nodes' specs."""
+    """The label value counts and the excluded counts equal a recount over the tracked nodes' specs: per model over all
+    its nodes, tainted or not, and per tainted model key over that key's nodes."""
     labels: dict = {}
+    totals: dict = {}
     excluded: dict = {}
     for state in idx.nodes.values():
         spec = state.spec
         if spec is None or spec.gpus <= 0:
             continue
-        by_key = labels.setdefault(spec.model, {})
-        for k, v in spec.labels.items():
-            values = by_key.setdefault(k, {})
-            values[str(v)] = values.get(str(v), 0) + 1
+        for key in ((idx.variants[spec.model][0], spec.model) if spec.taints else (spec.model,)):
+            totals[key] = totals.get(key, 0) + 1
+            by_key = labels.setdefault(key, {})
+            for k, v in spec.labels.items():
+                values = by_key.setdefault(k, {})
+                values[str(v)] = values.get(str(v), 0) + 1
         if not spec.eligible:
             why = (spec.why_not or "excluded").split(" ", 1)[0]
             excluded[why] = excluded.get(why, 0) + 1
-    assert {m: c.by_key for m, c in idx.labels.items() if c.total} == labels
-    assert {m: c.total for m, c in idx.labels.items() if c.total} == {m: sum(1 for s in idx.nodes.values() if s.spec and s.spec.gpus > 0 and s.spec.model == m) for m in labels}
+    assert {m: {k: v for k, v in c.by_key.items() if v} for m, c in idx.labels.items() if c.total} == labels
+    assert {m: c.total for m, c in idx.labels.items() if c.total} == totals
     assert {k: v for k, v in idx.excluded.items() if v} == excluded
+    for key in idx.model_keys:  # what a gang without tolerations asks of the counts: its nodes without blocking taints
+        untainted = [s.spec for s in idx.nodes.values() if s.spec is not None and s.spec.gpus > 0 and s.spec.model == key]
+        for flt in UNIVERSAL_PROBES:
+            want = all(flt.matches(spec.name, spec.labels) for spec in untainted)
+            assert idx.passes_all(flt, (key,)) == want, (key, flt)
+
+
+UNIVERSAL_PROBES = (
+    NodeFilter((("pool", "a"),)),
+    NodeFilter(terms=(((("pool", "In", ("a", "b")),), ()),)),
+    NodeFilter(terms=(((("pool", "NotIn", ("b",)),), ()),)),
+    NodeFilter(terms=(((("pool", "Exists", ()),), ()),)),
+    NodeFilter(terms=(((("pool", "DoesNotExist", ()),), ()),)),
+    NodeFilter(terms=(((("nvidia.com/gpu.count", "Gt", ("3",)),), ()),)),
+)
 
 
 def _check_free_counts(idx: PlacementIndex, amounts) -> None:
