@@ -101,7 +101,7 @@ def request_for(
         declared = tuple(group.pod_sets) if group is not None else ()
         min_gpus = group.min_gpus if group is not None else None
     else:
-        declared = tuple(w.pod_sets)
+        declared = _template_needs(w, tuple(w.pod_sets))
         min_gpus = w.total_gpus or None
     members = [*(seen or ())]  # (set, shape, count)
     me = None
@@ -120,7 +120,48 @@ def request_for(
         unknown = (f"the GPU model of {w.kind} {w.namespace or 'default'}/{w.name or ''}'s members is not known yet "
                    "(the object has no pod template, no member has been seen, the gang block names no models)")
     return GangRequest(pod_sets, min_count=minimum, topology=topology, required=required, preferred=preferred,
-                       per_gpu=per_gpu, tolerations=tolerations_of(w.obj), models=tuple(models), model_unknown=unknown)
+                       per_gpu=per_gpu, tolerations=_template_tolerations(w) if w.template_paths else tolerations_of(w.obj),
+                       models=tuple(models), model_unknown=unknown)
+
+
+def _template_spec(obj, path):
+    """The pod spec at `path` (a workload object's template path) of `obj`, or None."""
+    cur = obj
+    for step in path or ():
+        if is_map(cur):
+            cur = cur.get(step)
+        elif isinstance(cur, list) and step.isdigit() and int(step) < len(cur):
+            cur = cur[int(step)]
+        else:
+            return None
+    return cur if is_map(cur) and path else None
+
+
+def _template_needs(w: Workload, pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
+    """A workload object's sets with what each template asks of its node besides GPUs (cpu, memory, nodeSelector, affinity).
+
+    Its pods will be pinned to the domain held for it, so the domain must be one its own
+    node filters allow (a template selecting rack r2 is never held, nor pinned, in r1).
+    """
+    paths = w.template_paths
+    if not paths or len(paths) != len(pod_sets):
+        return pod_sets
+    out = []
+    for ps, path in zip(pod_sets, paths):
+        spec = _template_spec(w.obj, path)
+        needs = pod_needs(spec) if spec is not None and ps.needs is None and ps.count and ps.gpus else None
+        out.append(ps if needs is None else PodSet(ps.name, ps.count, ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product,
+                                                   ps.min_count, needs=needs))
+    return tuple(out)
+
+
+def _template_tolerations(w: Workload) -> tuple:
+    """The tolerations of a workload object's first GPU template (its gang's pods are placed as that template says)."""
+    for ps, path in zip(w.pod_sets, w.template_paths):
+        spec = _template_spec(w.obj, path) if ps.count and ps.gpus else None
+        if spec is not None and isinstance(spec.get("tolerations"), list):
+            return tuple(Toleration(t) for t in spec["tolerations"] if is_map(t))
+    return ()
 
 
 def _has_templates(w: Workload) -> bool:

@@ -105,6 +105,13 @@ def admit(eng, snap, obj, now: float = 0.0, operation: str = "CREATE", old: dict
 ADMIT_A = ("admit", lambda: jobset())
 
 
+def in_rack(js: dict, rack: str) -> dict:
+    """`js` with its template selecting nodes of `rack` (its pods could run nowhere else)."""
+    for rj in js["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["spec"]["nodeSelector"]["topology.acme.io/rack"] = rack
+    return js
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
@@ -140,6 +147,11 @@ CASES = [
     Case("two held JobSets and an 8-GPU one fill both racks: the next is denied", before=(ADMIT_A, ("admit", lambda: jobset("b", uid="js-uid-b"))),
          request=lambda: jobset("c", 1, uid="js-uid-c"), want_held={KEY: 2, "wl:train/JobSet/b": 2, "wl:train/JobSet/c": 1},
          want_placed="r2", want_second=None),
+    Case("a JobSet whose template selects rack r2 is held in r2, not in the best-fitting r1", request=lambda: in_rack(jobset(), "r2"),
+         want_held={KEY: 2}, want_placed="r2", want_second="r1"),
+    Case("...and one too big for what r2 has left is denied, though r1 is free", before=(("admit", lambda: in_rack(jobset(), "r2")),),
+         request=lambda: in_rack(jobset("b", uid="js-uid-b"), "r2"), want_allowed=False, want_codes=("GangUnplaceable",),
+         want_held={KEY: 2}, want_second="r1"),
     Case("a pod of the held JobSet is pinned to its rack on the mutating side, and named its reservation", before=(ADMIT_A,),
          request=lambda: js_pod(), mutate=True, want_held={KEY: 2}, want_rack="r1", want_annotation=KEY, want_placed="r1",
          want_second="r2"),
