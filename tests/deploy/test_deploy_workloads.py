@@ -96,7 +96,8 @@ def test_a_rule_pinned_to_a_kind_widens_only_the_entries_of_that_kind(kind, want
     assert ("pods.validate.allot.io" in names, "workloads.validate.allot.io" in names) == (want_pods, want_workloads)
 
 
-HELD = {"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob", "Deployment", "StatefulSet", "ReplicaSet"}
+HELD = {"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob", "RayService", "Deployment", "StatefulSet", "ReplicaSet",
+        "Workspace"}
 
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=lambda o: o["kind"])
