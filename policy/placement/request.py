@@ -24,6 +24,7 @@ from policy.placement.members import Seen, tally
 from policy.placement.needs import pod_needs
 from policy.placement.query import set_counts
 from policy.placement.result import GangRequest
+from policy.subject.dialects.composite import group_of_member
 from policy.subject.dialects.workloads import WORKLOAD_KIND_NAMES
 from policy.subject.model import PodSet, Workload, replace_workload
 
@@ -33,13 +34,22 @@ KUEUE_PODSET = "kueue.x-k8s.io/podset"
 SET_KEYS = (VOLCANO_TASK, KAI_SUBGROUP, KUEUE_PODSET)
 
 def member_set(w: Workload) -> str | None:
-    """The pod-set name a Pod member says it belongs to (annotation, else label), or None."""
+    """The pod-set name a Pod member says it belongs to (annotation, else label), or None.
+
+    A pod of an upstream PodGroup under a CompositePodGroup is in its PodGroup's set of the
+    root composite's gang (`spec.schedulingGroup.podGroupName`, when the gang is not that group).
+    """
     for source in (w.annotations, w.labels):
         if source:
             for key in SET_KEYS:
                 value = source.get(key)
                 if isinstance(value, str) and value:
                     return value
+    spec = w.obj.get("spec") if is_map(w.obj) else None
+    sg = spec.get("schedulingGroup") if is_map(spec) else None
+    group = sg.get("podGroupName") if is_map(sg) else None
+    if isinstance(group, str) and group and group != w.gang:
+        return group
     return None
 
 
@@ -316,7 +326,10 @@ def group_of(w: Workload, snapshot):
     ref = pod_group_ref(w.labels, w.annotations, obj.get("spec") or {})
     if ref is None or ref[0] == "kueue-pod-group" or ref[2]:
         return None  # no object (Kueue plain pod group), or one pod group of a Workload: its own gang
-    return snapshot.group(w.namespace or "default", ref[1], ref[0])
+    info = snapshot.group(w.namespace or "default", ref[1], ref[0])
+    if info is not None and info.parent and ref[0] == "podgroup":
+        return group_of_member(info, snapshot)  # planned with every PodGroup under its root composite
+    return info
 
 
 def tolerations_of(obj) -> tuple:
