@@ -35,8 +35,9 @@ def chain_of(info: GroupInfo, snapshot, problems: list) -> list[GroupInfo]:
             return []  # no root to judge it by: its own group (and the problem, a denial)
         parent = snapshot.group(info.namespace, cur.parent, "composite") if snapshot is not None else None
         if parent is None:
-            problems.append(Problem(MISSING_GROUP, f"spec.parentCompositePodGroupName: CompositePodGroup {info.namespace}/{cur.parent}, "
-                                                   "which is not in the cluster state"))
+            problems.append(Problem(MISSING_GROUP, f"PodGroup {info.namespace}/{cur.name} names parent CompositePodGroup "
+                                                   f"{info.namespace}/{cur.parent} (spec.parentCompositePodGroupName), which is not in "
+                                                   "the cluster state: judged by its own PodGroup"))
             break
         seen.add(parent.name)
         out.append(parent)
