@@ -18,7 +18,8 @@ from policy.compiler.passes import Compiled, audit_key, compile_policy_set
 from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.manifests.cel import mentions
-from policy.blocks.gang import settle
+from policy.blocks.gang import join_owner, settle
+from policy.blocks.gang_holds import DomainWatch, may_hold, release_domain
 from policy.subject.expression import express, reads_expression
 from policy.subject.normalize import normalize, normalize_object
 from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, object_uid, workload_memory
@@ -57,6 +58,9 @@ class SnapshotState:
             index = PlacementIndex.from_snapshot(self.snapshot, topologies, models)
             subscribe_weakly(self.snapshot, index.on_event)  # not index.attach: a reloaded engine must not leak
             self._planner = GangPlanner(index)
+            # A held workload deleted, finished, suspended or scaled to zero in the cluster releases its domain.
+            self._planner.watch = DomainWatch(self._planner, self.quota.to_workload)
+            subscribe_weakly(self.snapshot, self._planner.watch.on_event)
         return self._planner
 
 
@@ -191,10 +195,13 @@ class Engine:
         if w.problems and w.operation in ("CREATE", "UPDATE"):
             self._problems(ctx)
         self._by_namespace.get(w.namespace, self._unkeyed)(ctx)
+        planner = ctx.state._planner
+        if ctx.gang is None and planner is not None and planner.workloads and w.kind == "Pod":
+            join_owner(ctx)  # a pod of a workload holding its domain goes there, selected by a gang block or not
         if ctx.gang is not None:  # a gang domain is held (and the member pinned) only once admitted
             allowed = not any(r.mode == "enforce" for r in ctx.reasons)
-            # A workload object's domain is proposed, not held: its pods are not pinned to it (docs/semantics.md).
-            settle(ctx, allowed, hold=reserve and not w.dry_run and not w.template_paths, taken=taken)
+            # A workload object's domain is held on the validating side, as its quota (docs/semantics.md).
+            settle(ctx, allowed, hold=reserve and not w.dry_run and may_hold(ctx), taken=taken)
         if w.operation == "DELETE" and w.template_paths and ctx.reasons:
             # Workload DELETEs reach Allot to release holds; only blocks that judge deletions may refuse one.
             ctx.reasons = [r for r in ctx.reasons if r.block in self._judges_delete]
@@ -204,6 +211,8 @@ class Engine:
                 commit_reservations(ctx, taken)
             if w.template_paths and w.operation != "CREATE" and ctx.state.quota.holds.workloads:
                 release_holds(ctx, taken)
+            if w.template_paths and w.operation != "CREATE" and planner is not None and planner.workloads:
+                release_domain(ctx)  # deleted, suspended or scaled to zero: its gang domain too
         return decision
 
     def _problems(self, ctx: Context) -> None:

@@ -30,13 +30,14 @@ from lang import ir
 from policy.cluster.ledger import GangChange
 from policy.context import Context, where
 from policy.placement.request import gang_view, group_of, member_set, own_shape, request_for
+from policy.blocks.gang_holds import domain_key, owned_domain
 from policy.blocks.models import asked_model
 from policy.placement import affinity_patch, gang_key
 from policy.placement.capacity import TAINT_SEP
 from policy.placement.query import demand_of
 from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
-from policy.subject.workloads import starts_whole
+from policy.subject.workloads import object_uid, starts_whole
 
 GANG_VIEW_FIELDS = frozenset({"pods", "total_gpus"})  # what the gang view changes
 
@@ -93,7 +94,22 @@ def remembered(ctx: Context) -> PlacementResult | None:
     planner = _planner(ctx)
     if planner is None or not (ctx.w.gang or ctx.w.name):
         return None
-    return planner.recall(gang_key(ctx.w), ctx.now)
+    return planner.recall(domain_key(ctx.w), ctx.now)
+
+
+def join_owner(ctx: Context) -> bool:
+    """Pin a GPU pod of a workload holding a domain to that domain, when no gang block placed it (engine, after every block).
+
+    The workload was admitted with its domain held; its pods go there whatever the gang
+    blocks' `for` selects (a block `for kind == "JobSet"` never selects the pods).
+    """
+    if ctx.gang is not None:
+        return False
+    owned = owned_domain(_planner(ctx), ctx.w, ctx.now)
+    if owned is None:
+        return False
+    ctx.gang = Proposed(_planner(ctx), owned[0], owned[1])
+    return True
 
 
 def settle(ctx: Context, allowed: bool, hold: bool, taken: list | None = None) -> None:
@@ -123,6 +139,8 @@ def settle(ctx: Context, allowed: bool, hold: bool, taken: list | None = None) -
                 return
         planner.hold(proposed.key, result, ctx.now)
         reservation = proposed.key
+        if ctx.w.template_paths and proposed.gang is not None:  # a workload's own domain: a late event of an older object must not release it
+            planner.uids[proposed.key] = object_uid(ctx.w.obj)
         if taken is not None and proposed.gang is not None:  # planned here, not recalled: new to the cluster ledger
             resv = planner.index.reservations.get(proposed.key)
             if resv is not None:
@@ -206,6 +224,11 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         if requirements and view.total_gpus <= 0:  # a GPU-less gang passes topology (docs/semantics.md)
             ctx.note(block, location, "the gang asks for no GPUs: no topology to require")
             return
+        if requirements and ctx.gang is None:
+            owned = owned_domain(planner, w, ctx.now)
+            if owned is not None:  # a pod of a workload holding its domain, a child of its controller: it goes there
+                _fit(ctx, owned[1], location, f"its workload {owned[0][3:]} holds this domain; it joins it", key=owned[0])
+                return
         if requirements:
             known = remembered(ctx)
             if known is not None and w.kind == "Pod" and (model_mismatch(planner, known, w) or _shape_unplanned(known, group, w)):
@@ -233,9 +256,9 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
         ctx.find("GangModelNotAllowed", block, location, text, mode, {"gang": w.gang, "asked": model, "models": list(g.models)})
         return False
 
-    def _fit(ctx: Context, result: PlacementResult, loc: str, why: str, proposed: Proposed | None = None) -> None:
+    def _fit(ctx: Context, result: PlacementResult, loc: str, why: str, proposed: Proposed | None = None, key: str | None = None) -> None:
         if ctx.gang is None:
-            ctx.gang = proposed or Proposed(_planner(ctx), gang_key(ctx.w), result)
+            ctx.gang = proposed or Proposed(_planner(ctx), key or domain_key(ctx.w), result)
         ctx.note(block, loc, f"{why}: {result.reason}")
 
     def _place(ctx: Context, request: GangRequest, topology: str, level: str, label: str, loc: str, fresh: bool) -> None:
@@ -245,7 +268,7 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
             text = f"{g.name}: placement not evaluated: topology {topology}.{level} is required but no placement evaluator is available"
             ctx.find("PlacementNotEvaluated", block, loc, text, "audit" if mode == "audit" else "warn", data)
             return
-        key, request = gang_key(w), replace(request, topology=topology, required=level)
+        key, request = domain_key(w), replace(request, topology=topology, required=level)
         # holds nothing: `settle` holds once admitted
         result = planner.index.query(request) if fresh else planner.propose(key, request, ctx.now)
         on = mode if g.on_unplaceable == "deny" else ("audit" if mode == "audit" else "warn")

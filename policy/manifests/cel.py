@@ -220,6 +220,7 @@ def _templates_gpu_cel(o: str) -> str:
         "TrainJob": f"(has({o}.spec.trainer) && has({rs}) && ({trainer}))",
         "RayCluster": ray(f"{o}.spec"),
         "RayJob": f"(has({o}.spec.rayClusterSpec) && {ray(f'{o}.spec.rayClusterSpec')})",
+        "RayService": f"(has({o}.spec.rayClusterConfig) && {ray(f'{o}.spec.rayClusterConfig')})",
         # KAITO: a custom template says its GPUs; a preset or a tuning job takes a node's GPUs, which no object field says.
         "Workspace": (f"((has({o}.inference) && (has({o}.inference.preset) || (has({o}.inference.template) && "
                       f"{_pod_gpu_cel(f'{o}.inference.template')}))) || has({o}.tuning))"),

@@ -227,12 +227,13 @@ def _workload_entry(name: str, path: str, target: Target, contributors: list[_Co
 
 
 def _release_entry(ps: ir.PolicySet, target: Target) -> dict | None:
-    """DELETEs of the workload kinds whose admission holds quota, so the hold is released at once (docs/semantics.md).
+    """DELETEs of the workload kinds whose admission holds quota or a gang domain, so the hold is released at once (docs/semantics.md).
 
     Fails open: a DELETE Allot misses is seen by its watch a moment later (the object
     leaves the snapshot), and a webhook that is down must never block deleting a workload.
     """
-    if not ps.quotas:
+    placing = [g for g in ps.gangs if g.topology]  # an admitted gang workload holds its domain
+    if not ps.quotas and not placing:
         return None
     by_group: dict[str, list[str]] = {}
     for kind, (resource, group, _versions) in WORKLOAD_RESOURCES.items():
@@ -240,7 +241,7 @@ def _release_entry(ps: ir.PolicySet, target: Target) -> dict | None:
             by_group.setdefault(group, []).append(resource)
     rules = [{"apiGroups": [g], "apiVersions": ["*"], "operations": ["DELETE"], "resources": sorted(rs), "scope": "Namespaced"}
              for g, rs in sorted(by_group.items())]
-    scope = union_scopes(scope_of(q.selector) for q in ps.quotas)
+    scope = union_scopes([*(scope_of(q.selector) for q in ps.quotas), *(scope_of(g.selector) for g in placing)])
     conditions = [{"name": "gpu-workload-deleted", "expression": cel.gpu_workload_deleted_cel()}]
     if scope is not None and not scope.exact:
         conditions.append({"name": "policy-namespaces", "expression": cel.namespace_cel(scope)})

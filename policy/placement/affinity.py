@@ -11,6 +11,8 @@ from policy.placement.reservations import RESERVATION_ANNOTATION
 from policy.placement.result import GangRequest, PlacementResult
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+WORKLOAD_PREFIX = "wl:"  # gang keys of workload objects (`wl:namespace/Kind/name`, as their quota holds): their pods are pinned by owner
+ENDED_LIMIT = 4096  # workload domains released here, remembered so a cluster ledger's stale copy is not held again
 
 
 def _escape(token: str) -> str:
@@ -105,6 +107,9 @@ class GangPlanner:
         self._chosen: dict[str, tuple[PlacementResult, float]] = {}  # key -> (result, forget after)
         self._forget: list[tuple[float, str]] = []  # heap of (forget after, key); stale entries skipped
         self.members = Members()  # each gang's members seen so far (set, shape): policy/placement/request.py plans with them
+        self.workloads: set[str] = set()  # remembered keys of workload objects' domains (their member pods look them up)
+        self.uids: dict[str, str | None] = {}  # workload key -> uid of the object its domain was held for
+        self._ended: dict[str, float] = {}  # workload key -> expiry of the domain released here (deleted, suspended, scaled to 0)
 
     def plan(self, key: str, gang: GangRequest, now: float, *, dry_run: bool = False) -> PlacementResult:
         """The gang's placement: the remembered one, or a new query (held under `key` unless dry-run)."""
@@ -143,11 +148,17 @@ class GangPlanner:
             hit = self._chosen.get(old)
             if hit is not None and hit[1] == until:
                 del self._chosen[old]
+                if old in self.workloads:
+                    self.workloads.discard(old)
+                    self.uids.pop(old, None)
 
     def _remember(self, key: str, result: PlacementResult, now: float, until: float | None = None) -> None:
         until = now + self.ttl if until is None else until
         self._chosen[key] = (result, until)
         heapq.heappush(self._forget, (until, key))
+        if key.startswith(WORKLOAD_PREFIX):
+            self.workloads.add(key)
+            self._ended.pop(key, None)  # held again (a new object of that name, or resumed)
 
     def adopt(self, old: "GangPlanner", now: float) -> list[str]:
         """Take over `old`'s live gangs (a policy reload over the same nodes): same domain, same held slots.
@@ -157,6 +168,8 @@ class GangPlanner:
         """
         old.expire(now)
         self.members.adopt(old.members)
+        self.uids.update(old.uids)
+        self._ended.update(old._ended)
         adopted = []
         for key, (result, until) in old._chosen.items():
             if result.topology is not None and _levels(old.index, result.topology) != _levels(self.index, result.topology):
@@ -172,6 +185,8 @@ class GangPlanner:
         """Hold gang `held.id` as another replica placed it (a cluster ledger): its domain and slots, until `held.expires_at`; False if known here."""
         if held.expires_at <= now or self.recall(held.id, now) is not None:
             return False
+        if held.id in self._ended and held.expires_at <= self._ended[held.id]:
+            return False  # a workload domain released here (deleted, suspended): the ledger's copy is stale
         self.index.restore(held, result.per_gpu)
         self._remember(held.id, result, now, held.expires_at)
         return True
@@ -187,3 +202,33 @@ class GangPlanner:
         """Drop the remembered domain and release what is still held."""
         self._chosen.pop(key, None)
         self.index.release(key)
+        if key in self.workloads:
+            self.workloads.discard(key)
+            self.uids.pop(key, None)
+
+    def release(self, key: str, uid: str | None = None) -> bool:
+        """Release workload `key`'s domain for good (deleted, suspended, scaled to zero) unless it was held for another object (`uid`); once.
+
+        Remembered as ended, so another replica's copy of it in a cluster ledger is not held again here.
+        """
+        hit = self._chosen.get(key)
+        if hit is None:
+            return False
+        held = self.uids.get(key)
+        if held is not None and uid is not None and held != uid:
+            return False  # a late event of an older object of that name: not this domain's
+        resv = self.index.reservations.get(key)
+        self._ended[key] = max(hit[1], resv.expires_at if resv is not None else 0.0)
+        if len(self._ended) > ENDED_LIMIT:
+            del self._ended[next(iter(self._ended))]
+        self.forget(key)
+        return True
+
+    def owner_domain(self, keys, now: float) -> tuple[str, PlacementResult] | None:
+        """(key, domain) of the first of `keys` (a pod's owner chain) whose workload holds a domain here at `now`, else None."""
+        self.expire(now)
+        chosen, workloads = self._chosen, self.workloads
+        for key in keys:
+            if key in workloads and key in chosen:
+                return key, chosen[key][0]
+        return None

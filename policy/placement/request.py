@@ -24,6 +24,7 @@ from policy.placement.members import Seen, tally
 from policy.placement.needs import pod_needs
 from policy.placement.query import set_counts
 from policy.placement.result import GangRequest
+from policy.subject.dialects.composite import group_of_member
 from policy.subject.dialects.workloads import WORKLOAD_KIND_NAMES
 from policy.subject.model import PodSet, Workload, replace_workload
 
@@ -33,13 +34,22 @@ KUEUE_PODSET = "kueue.x-k8s.io/podset"
 SET_KEYS = (VOLCANO_TASK, KAI_SUBGROUP, KUEUE_PODSET)
 
 def member_set(w: Workload) -> str | None:
-    """The pod-set name a Pod member says it belongs to (annotation, else label), or None."""
+    """The pod-set name a Pod member says it belongs to (annotation, else label), or None.
+
+    A pod of an upstream PodGroup under a CompositePodGroup is in its PodGroup's set of the
+    root composite's gang (`spec.schedulingGroup.podGroupName`, when the gang is not that group).
+    """
     for source in (w.annotations, w.labels):
         if source:
             for key in SET_KEYS:
                 value = source.get(key)
                 if isinstance(value, str) and value:
                     return value
+    spec = w.obj.get("spec") if is_map(w.obj) else None
+    sg = spec.get("schedulingGroup") if is_map(spec) else None
+    group = sg.get("podGroupName") if is_map(sg) else None
+    if isinstance(group, str) and group and group != w.gang:
+        return group
     return None
 
 
@@ -101,7 +111,7 @@ def request_for(
         declared = tuple(group.pod_sets) if group is not None else ()
         min_gpus = group.min_gpus if group is not None else None
     else:
-        declared = tuple(w.pod_sets)
+        declared = _template_needs(w, tuple(w.pod_sets))
         min_gpus = w.total_gpus or None
     members = [*(seen or ())]  # (set, shape, count)
     me = None
@@ -120,7 +130,48 @@ def request_for(
         unknown = (f"the GPU model of {w.kind} {w.namespace or 'default'}/{w.name or ''}'s members is not known yet "
                    "(the object has no pod template, no member has been seen, the gang block names no models)")
     return GangRequest(pod_sets, min_count=minimum, topology=topology, required=required, preferred=preferred,
-                       per_gpu=per_gpu, tolerations=tolerations_of(w.obj), models=tuple(models), model_unknown=unknown)
+                       per_gpu=per_gpu, tolerations=_template_tolerations(w) if w.template_paths else tolerations_of(w.obj),
+                       models=tuple(models), model_unknown=unknown)
+
+
+def _template_spec(obj, path):
+    """The pod spec at `path` (a workload object's template path) of `obj`, or None."""
+    cur = obj
+    for step in path or ():
+        if is_map(cur):
+            cur = cur.get(step)
+        elif isinstance(cur, list) and step.isdigit() and int(step) < len(cur):
+            cur = cur[int(step)]
+        else:
+            return None
+    return cur if is_map(cur) and path else None
+
+
+def _template_needs(w: Workload, pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
+    """A workload object's sets with what each template asks of its node besides GPUs (cpu, memory, nodeSelector, affinity).
+
+    Its pods will be pinned to the domain held for it, so the domain must be one its own
+    node filters allow (a template selecting rack r2 is never held, nor pinned, in r1).
+    """
+    paths = w.template_paths
+    if not paths or len(paths) != len(pod_sets):
+        return pod_sets
+    out = []
+    for ps, path in zip(pod_sets, paths):
+        spec = _template_spec(w.obj, path)
+        needs = pod_needs(spec) if spec is not None and ps.needs is None and ps.count and ps.gpus else None
+        out.append(ps if needs is None else PodSet(ps.name, ps.count, ps.gpus, ps.fraction, ps.gpu_memory, ps.gpu_product,
+                                                   ps.min_count, needs=needs))
+    return tuple(out)
+
+
+def _template_tolerations(w: Workload) -> tuple:
+    """The tolerations of a workload object's first GPU template (its gang's pods are placed as that template says)."""
+    for ps, path in zip(w.pod_sets, w.template_paths):
+        spec = _template_spec(w.obj, path) if ps.count and ps.gpus else None
+        if spec is not None and isinstance(spec.get("tolerations"), list):
+            return tuple(Toleration(t) for t in spec["tolerations"] if is_map(t))
+    return ()
 
 
 def _has_templates(w: Workload) -> bool:
@@ -275,7 +326,10 @@ def group_of(w: Workload, snapshot):
     ref = pod_group_ref(w.labels, w.annotations, obj.get("spec") or {})
     if ref is None or ref[0] == "kueue-pod-group" or ref[2]:
         return None  # no object (Kueue plain pod group), or one pod group of a Workload: its own gang
-    return snapshot.group(w.namespace or "default", ref[1], ref[0])
+    info = snapshot.group(w.namespace or "default", ref[1], ref[0])
+    if info is not None and info.parent and ref[0] == "podgroup":
+        return group_of_member(info, snapshot)  # planned with every PodGroup under its root composite
+    return info
 
 
 def tolerations_of(obj) -> tuple:

@@ -6,6 +6,7 @@ from typing import Mapping
 
 from policy.subject.demand import pod_demand, read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, MALFORMED, MISSING_GROUP, ceil_div
+from policy.subject.dialects.composite import pod_composite
 from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, group_family, pod_group_ref, read_group
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.shape import locate, mapping, string_map, wrong
@@ -83,6 +84,8 @@ def _pod_gang(ref: tuple, annotations: Mapping, ns: str, snapshot, problems: lis
                 return f"{name}/{sub}", ps.count or None, info.topology_required, info.topology_preferred
         problems.append(Problem(MISSING_GROUP, f"spec.workloadRef.podGroup: {sub!r} is not a pod group of Workload {ns}/{name}"))
         return f"{name}/{sub}" if sub else name, None, None, None
+    if info.parent is not None and family == "podgroup":  # under a CompositePodGroup: judged as part of its root
+        return pod_composite(info, snapshot, problems)
     return name, info.min_members, info.topology_required, info.topology_preferred
 
 

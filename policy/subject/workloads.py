@@ -87,7 +87,7 @@ def _total(sets) -> int:
 
 # Charge once (docs/semantics.md): kinds whose admission holds their GPUs, because their pods can be found again.
 HELD_KINDS = frozenset({"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob",
-                        "Deployment", "StatefulSet", "ReplicaSet"})
+                        "Deployment", "StatefulSet", "ReplicaSet", "RayService", "Workspace"})
 WORKLOAD_TTL = 120.0  # seconds a workload's remaining hold waits for its pods (then it expires)
 # Labels the controllers put on every pod they make: label -> the workload kinds it may name, in the order looked up.
 # A TrainJob's pods are its JobSet's (Kubeflow Trainer names the JobSet after the TrainJob), so the JobSet label
@@ -96,12 +96,15 @@ OWNER_LABELS = (
     ("jobset.sigs.k8s.io/jobset-name", ("JobSet", "TrainJob")),
     ("leaderworkerset.sigs.k8s.io/name", ("LeaderWorkerSet",)),
     ("training.kubeflow.org/job-name", ("PyTorchJob",)),
+    ("kaito.sh/workspace", ("Workspace",)),  # KAITO's StatefulSet / Job pods (their owner is the StatefulSet or Job)
 )
 LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
 KUBEFLOW_OPERATOR, PYTORCH_OPERATOR = "training.kubeflow.org/operator-name", "pytorchjob-controller"
-# KubeRay names a RayJob's RayCluster `<rayjob>-<5 random>` (older releases `<rayjob>-raycluster-<5 random>`)
-# and its pods carry only the cluster's name (`ray.io/cluster`, the RayCluster owner reference).
+# KubeRay names a RayJob's RayCluster `<rayjob>-<5 random>` (older releases `<rayjob>-raycluster-<5 random>`),
+# a RayService's `<rayservice>-raycluster-<5 random>`, and its pods carry only the cluster's name
+# (`ray.io/cluster`, the RayCluster owner reference).
 RAY_SUFFIX_LEN, RAY_OLD_INFIX = 5, "-raycluster"
+RAY_PARENTS = ("RayJob", "RayService")  # the kinds whose controller makes a RayCluster of such a name
 
 
 def hold_key(namespace: str | None, kind: str, name: str) -> str:
@@ -139,7 +142,7 @@ def owner_keys(w) -> tuple[str, ...]:
         if kind in HELD_KINDS:
             out.append(hold_key(ns, kind, name))
         if kind == "RayCluster":
-            out.extend(hold_key(ns, "RayJob", job) for job in ray_job_names(name))
+            out.extend(hold_key(ns, parent, job) for job in ray_job_names(name) for parent in RAY_PARENTS)
     if labels:
         for label, kinds in OWNER_LABELS:
             name = labels.get(label)
@@ -178,9 +181,10 @@ def owner_hold_in(w, holds) -> str | None:
                             return key
                         if kind == "RayCluster":
                             for job in ray_job_names(name):
-                                key = f"wl:{w.namespace}/RayJob/{job}"
-                                if key in holds:
-                                    return key
+                                for parent in RAY_PARENTS:
+                                    key = f"wl:{w.namespace}/{parent}/{job}"
+                                    if key in holds:
+                                        return key
         labels = w.labels
         if labels:  # inline, not a call: a plain pod (no owner) runs this on every request while any workload holds
             for label, kinds in OWNER_LABELS:

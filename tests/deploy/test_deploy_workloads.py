@@ -96,7 +96,8 @@ def test_a_rule_pinned_to_a_kind_widens_only_the_entries_of_that_kind(kind, want
     assert ("pods.validate.allot.io" in names, "workloads.validate.allot.io" in names) == (want_pods, want_workloads)
 
 
-HELD = {"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob", "Deployment", "StatefulSet", "ReplicaSet"}
+HELD = {"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob", "RayService", "Deployment", "StatefulSet", "ReplicaSet",
+        "Workspace"}
 
 
 @pytest.mark.parametrize("obj", OBJECTS, ids=lambda o: o["kind"])
@@ -119,3 +120,23 @@ def test_no_quota_no_release_entry():
     ps, _ = compile_policies([("f.policy", 'fraction f { for namespace == "serving"  min 0.25  max 0.5 }\n')])
     names = [w["name"] for w in m.validating_configuration(ps)["webhooks"]]
     assert "workloads.validate.allot.io" in names and "workloads-release.validate.allot.io" not in names
+
+
+@pytest.mark.parametrize("text, want_release, want_namespaces", [
+    ('fraction f { for namespace == "serving"  min 0.25  max 0.5 }\n', False, None),
+    # a gang block that places: an admitted JobSet holds its domain, so its DELETE must release it, in its namespaces
+    ('topology fabric { rack "topology.acme.io/rack" }\ngang g { for namespace == "train"  require topology fabric.rack }\n', True, ["train"]),
+    ('gang g { for namespace == "train"  require min_members }\n', False, None),  # holds no domain
+    ('topology fabric { rack "topology.acme.io/rack" }\ngang g { for namespace == "train"  require topology fabric.rack }\n'
+     'quota q { for namespace == "serving"  gpus 2 }\n', True, ["serving", "train"]),
+])
+def test_the_release_entry_covers_quota_and_placing_gang_namespaces(text, want_release, want_namespaces):
+    from lang import compile_policies
+
+    ps, diags = compile_policies([("f.policy", text)])
+    assert ps is not None, [d.message for d in diags]
+    entry = next((w for w in m.validating_configuration(ps)["webhooks"] if w["name"] == "workloads-release.validate.allot.io"), None)
+    assert (entry is not None) is want_release
+    if entry is not None:
+        values = [v for e in entry["namespaceSelector"]["matchExpressions"] if e["operator"] == "In" for v in e["values"]]
+        assert sorted(values) == want_namespaces

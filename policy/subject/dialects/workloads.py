@@ -1,4 +1,4 @@
-"""Workload objects (Job, JobSet, LeaderWorkerSet, PyTorchJob, TrainJob, RayCluster/RayJob, Deployment, StatefulSet, ReplicaSet, KAITO Workspace) as pod templates.
+"""Workload objects (Job, JobSet, LeaderWorkerSet, PyTorchJob, TrainJob, RayCluster/RayJob/RayService, Deployment, StatefulSet, ReplicaSet, KAITO Workspace) as pod templates.
 
 Each kind is read into `Template`s: a named pod set of `count` pods (replicas × pods per
 replica), its own minimum, the pod template (or, for a TrainJob, the per-node resources)
@@ -28,6 +28,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("trainer.kubeflow.org", "TrainJob"): "trainjob",
     ("ray.io", "RayCluster"): "raycluster",
     ("ray.io", "RayJob"): "rayjob",
+    ("ray.io", "RayService"): "rayservice",
     ("apps", "Deployment"): "replicas",
     ("apps", "StatefulSet"): "replicas",
     ("apps", "ReplicaSet"): "replicas",
@@ -45,10 +46,11 @@ RESOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "TrainJob": ("trainjobs", "trainer.kubeflow.org", ("v1alpha1",)),
     "RayCluster": ("rayclusters", "ray.io", ("v1",)),
     "RayJob": ("rayjobs", "ray.io", ("v1",)),
+    "RayService": ("rayservices", "ray.io", ("v1",)),
     "Deployment": ("deployments", "apps", ("v1",)),
     "StatefulSet": ("statefulsets", "apps", ("v1",)),
     "ReplicaSet": ("replicasets", "apps", ("v1",)),
-    "Workspace": ("workspaces", "kaito.sh", ("v1alpha1", "v1beta1")),
+    "Workspace": ("workspaces", "kaito.sh", ("v1beta1", "v1alpha1")),  # the watch lists the first: v1beta1, KAITO's storage version
 }
 
 
@@ -221,6 +223,14 @@ def _rayjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Templ
     return _ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), spec.get("suspend") is True
 
 
+def _rayservice(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    """A RayService runs one RayCluster of `spec.rayClusterConfig` (KubeRay); a second only while it upgrades (not counted)."""
+    cspec = _object(spec.get("rayClusterConfig"), "spec.rayClusterConfig", problems)
+    if not cspec:
+        return [], False
+    return _ray_groups(cspec, ("spec", "rayClusterConfig"), ns, problems), False
+
+
 def _replicas(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     n = _count(spec.get("replicas"), 1, "spec.replicas", problems)
     return [Template("replicas", n, None, _pod(spec.get("template"), ns, "spec.template", problems), ("spec", "template", "spec"))], False
@@ -228,7 +238,7 @@ def _replicas(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Tem
 
 _READERS = {
     "job": _job, "jobset": _jobset, "lws": _lws, "pytorchjob": _pytorchjob, "trainjob": _trainjob,
-    "raycluster": _raycluster, "rayjob": _rayjob, "replicas": _replicas,
+    "raycluster": _raycluster, "rayjob": _rayjob, "rayservice": _rayservice, "replicas": _replicas,
 }
 
 

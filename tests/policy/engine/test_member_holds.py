@@ -108,6 +108,15 @@ def ray_pod(cluster, i, gpus="4", group="gpu", ns="team-b"):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+def kaito_pod(workspace, i, gpus="8", ns="serving"):
+    """An inference pod of a KAITO Workspace: KAITO's StatefulSet is named after the Workspace and labels its pods `kaito.sh/workspace`."""
+    meta = {"name": f"{workspace}-{i}", "namespace": ns,
+            "labels": {"kaito.sh/workspace": workspace, "apps.kubernetes.io/pod-index": str(i), "statefulset.kubernetes.io/pod-name": f"{workspace}-{i}"},
+            "ownerReferences": [ref("apps/v1", "StatefulSet", workspace)]}
+    spec = {"containers": [{"name": workspace, "image": "mcr.microsoft.com/aks/kaito/kaito-llama:0.1", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
 def stranger(ns, gpus="1"):
     spec = {"containers": [{"name": "m", "image": "x:1", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stranger", "namespace": ns}, "spec": spec}
@@ -195,14 +204,23 @@ KEY_CASES = [
             ("wl:team-a/Job/qwen-sft-node-0", "wl:team-a/JobSet/qwen-sft", "wl:team-a/TrainJob/qwen-sft"),
             ("wl:team-a/TrainJob/qwen-sft", "wl:team-a/JobSet/qwen-sft"), "wl:team-a/JobSet/qwen-sft"),
     KeyCase("a Ray pod: its RayCluster, then the RayJob it was named for", ray_pod("eval-run-q8z2m", 0),
-            ("wl:team-b/RayCluster/eval-run-q8z2m", "wl:team-b/RayJob/eval-run"), ("wl:team-b/RayJob/eval-run",), "wl:team-b/RayJob/eval-run"),
+            ("wl:team-b/RayCluster/eval-run-q8z2m", "wl:team-b/RayJob/eval-run", "wl:team-b/RayService/eval-run"),
+            ("wl:team-b/RayJob/eval-run",), "wl:team-b/RayJob/eval-run"),
+    KeyCase("a RayService's RayCluster (`<rayservice>-raycluster-<5>`): the RayService's hold", ray_pod("llm-serve-raycluster-x2k9p", 0),
+            ("wl:team-b/RayCluster/llm-serve-raycluster-x2k9p", "wl:team-b/RayJob/llm-serve-raycluster", "wl:team-b/RayService/llm-serve-raycluster",
+             "wl:team-b/RayJob/llm-serve", "wl:team-b/RayService/llm-serve"),
+            ("wl:team-b/RayService/llm-serve",), "wl:team-b/RayService/llm-serve"),
+    KeyCase("a KAITO pod (owned by the StatefulSet named after its Workspace): the Workspace's hold by its label", kaito_pod("ws-llama", 0),
+            ("wl:serving/StatefulSet/ws-llama", "wl:serving/Workspace/ws-llama"),
+            ("wl:serving/Workspace/ws-llama",), "wl:serving/Workspace/ws-llama"),
     KeyCase("older KubeRay naming: both readings of the name", ray_pod("eval-run-raycluster-q8z2m", 0),
-            ("wl:team-b/RayCluster/eval-run-raycluster-q8z2m", "wl:team-b/RayJob/eval-run-raycluster", "wl:team-b/RayJob/eval-run"),
+            ("wl:team-b/RayCluster/eval-run-raycluster-q8z2m", "wl:team-b/RayJob/eval-run-raycluster", "wl:team-b/RayService/eval-run-raycluster",
+             "wl:team-b/RayJob/eval-run", "wl:team-b/RayService/eval-run"),
             ("wl:team-b/RayJob/eval-run",), "wl:team-b/RayJob/eval-run"),
     KeyCase("a RayCluster name without a 5-character suffix names no RayJob", ray_pod("rl-cluster", 0),
             ("wl:team-b/RayCluster/rl-cluster",), ("wl:team-b/RayJob/rl",), None),
     KeyCase("no hold of any candidate: none", ray_pod("eval-run-q8z2m", 0),
-            ("wl:team-b/RayCluster/eval-run-q8z2m", "wl:team-b/RayJob/eval-run"), ("wl:team-b/RayJob/other",), None),
+            ("wl:team-b/RayCluster/eval-run-q8z2m", "wl:team-b/RayJob/eval-run", "wl:team-b/RayService/eval-run"), ("wl:team-b/RayJob/other",), None),
 ]
 
 

@@ -106,4 +106,6 @@ def test_a_member_of_a_v1beta1_pod_group_carries_its_minimum_and_topology():
                   parentCompositePodGroupName="w-replicas-0", schedulingPolicy={"gang": {"minCount": 6}},
                   schedulingConstraints={"topology": [{"key": "topology.acme.io/rack"}]}, disruptionMode={"single": {}})
     w = normalize(request(pod(gpus="1", schedulingGroup={"podGroupName": "w-workers-0"})), snapshot(pg))
-    assert (w.gang, w.min_members, w.topology_required, w.problems) == ("w-workers-0", 6, "topology.acme.io/rack", ())
+    # its parent composite is not in the cluster state: judged by its own PodGroup, with a MissingGroup warning
+    assert (w.gang, w.min_members, w.topology_required, [p.code for p in w.problems]) == ("w-workers-0", 6, "topology.acme.io/rack", ["MissingGroup"])
+    assert "w-replicas-0" in w.problems[0].message

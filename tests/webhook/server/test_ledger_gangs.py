@@ -179,3 +179,42 @@ def test_one_gang_planned_on_two_replicas_at_once_keeps_the_first_written(pki, p
         assert patched_rack(await answer(sb, ub, kueue_member("g-1", "g", 8, 2), "mutate")) == ["r1"]
 
     two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
+
+
+def _jobset_review(obj: dict, operation: str = "CREATE") -> dict:
+    gvk = {"group": "jobset.x-k8s.io", "version": "v1alpha2", "kind": "JobSet"}
+    gvr = {"group": "jobset.x-k8s.io", "version": "v1alpha2", "resource": "jobsets"}
+    body = {"object": None, "oldObject": obj} if operation == "DELETE" else {}
+    return review(obj, kind=gvk, requestKind=gvk, resource=gvr, requestResource=gvr, operation=operation,
+                  options=None, **body)
+
+
+def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on_the_other(pki, policy_dir):
+    from tests.policy.blocks.gang.test_workload_domains import js_pod, jobset
+
+    def labelled(js):  # the contract gang block selects `acme.io/workload: training`, 16 GPUs > 8: rack required
+        js["metadata"]["labels"] = {"acme.io/workload": "training"}
+        return js
+
+    key = "wl:train/JobSet/a"
+
+    async def scenario(double, A, B):
+        (a, ua, sa), (b, ub, sb) = A, B
+        status, doc = await post(sa, f"{ua}/validate?timeout=10s", _jobset_review(labelled(jobset())))
+        assert status == 200 and doc["response"]["allowed"], doc
+        entry = gangs_in(double).get(f"gang:{key}")  # written before the JobSet's "allowed"
+        assert entry is not None and entry[4]["gang"]["domain"] == "r1"
+        end = time.monotonic() + 5
+        while planned(b, key) is None:  # b's watch of the gangs shard brings the JobSet's rack in
+            assert time.monotonic() < end, "b never held a's JobSet domain"
+            await asyncio.sleep(0.01)
+        assert key in b.engine.state_for(b.snapshot).planner().workloads
+        # on b: the JobSet's pod is pinned to r1 and named its reservation; another JobSet cannot have r1
+        resp = await answer(sb, ub, js_pod(), "mutate")
+        assert patched_rack(resp) == ["r1"]
+        assert key in base64.b64decode(resp["patch"]).decode()
+        status, doc = await post(sb, f"{ub}/validate?timeout=10s", _jobset_review(labelled(jobset("b", uid="js-uid-b"))))
+        assert status == 200 and doc["response"]["allowed"], doc
+        assert gangs_in(double)[f"gang:wl:train/JobSet/b"][4]["gang"]["domain"] == "r2"
+
+    two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
