@@ -12,7 +12,7 @@ Object shapes as the controllers write them (facts from the KAITO and KubeRay so
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
