@@ -79,6 +79,9 @@ class Engine:
             r.id for r in policy_set.rules if any(e is not None and mentions(e, "operation") for e in (r.selector, r.when))})
         self._state: SnapshotState | None = None
         self._express = reads_expression(policy_set)
+        # This engine's shared allowed Decisions: its block ids are its own string objects, so a key of another
+        # engine's (a reload, two engines side by side) would be compared character by character on every hit.
+        self._plain_allows: dict[tuple[str, ...], Decision] = {}
 
     @property
     def block_ids(self) -> list[str]:
@@ -205,7 +208,7 @@ class Engine:
         if w.operation == "DELETE" and w.template_paths and ctx.reasons:
             # Workload DELETEs reach Allot to release holds; only blocks that judge deletions may refuse one.
             ctx.reasons = [r for r in ctx.reasons if r.block in self._judges_delete]
-        decision = combine(ctx)
+        decision = combine(ctx, self._plain_allows)
         if reserve and decision.allowed and not ctx.mutate and not w.dry_run:
             if ctx.reserve:
                 commit_reservations(ctx, taken)
@@ -304,16 +307,18 @@ def warning_text(r: Reason) -> str:
 _PLAIN_ALLOWS: dict[tuple[str, ...], Decision] = {}  # blocks -> the allowed, finding-free Decision (immutable, shared)
 
 
-def combine(ctx: Context) -> Decision:
-    """Findings -> Decision: deny overrides; warn -> warnings; audit -> audit annotations."""
+def combine(ctx: Context, plain: dict | None = None) -> Decision:
+    """Findings -> Decision: deny overrides; warn -> warnings; audit -> audit annotations; `plain` caches the allowed ones (an engine's own)."""
     if not ctx.reasons and ctx.placement is None and (ctx._patch is None or not ctx.mutate):
         # The common answer: building a frozen dataclass costs microseconds, so share one per block list.
+        if plain is None:
+            plain = _PLAIN_ALLOWS
         seen = tuple(ctx.blocks)  # keyed as seen (a block may repeat); the Decision carries them de-duplicated
-        if seen in _PLAIN_ALLOWS:
-            return _PLAIN_ALLOWS[seen]
-        if len(_PLAIN_ALLOWS) > 4096:
-            _PLAIN_ALLOWS.clear()
-        decision = _PLAIN_ALLOWS[seen] = Decision(allowed=True, blocks=tuple(dict.fromkeys(seen)), audit=MappingProxyType({}))
+        if seen in plain:
+            return plain[seen]
+        if len(plain) > 4096:
+            plain.clear()
+        decision = plain[seen] = Decision(allowed=True, blocks=tuple(dict.fromkeys(seen)), audit=MappingProxyType({}))
         return decision
     reasons = tuple(ctx.reasons)
     allowed = True

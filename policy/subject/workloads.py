@@ -168,10 +168,10 @@ def owner_hold_in(w, holds) -> str | None:
                 if ref.get("controller") is True:
                     kind, name = ref["kind"], ref["name"]
                     if kind == "ReplicaSet":
-                        labels = w.labels
-                        if "pod-template-hash" in labels:
-                            deployment, _, h = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
-                            if h == labels["pod-template-hash"] and deployment:
+                        h = w.labels.get("pod-template-hash")  # one lookup, not `in` + subscript
+                        if h:  # an empty hash names no Deployment (as owner_keys reads it)
+                            deployment, _, tail = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
+                            if tail == h and deployment:
                                 key = f"wl:{w.namespace}/Deployment/{deployment}"
                                 if key in holds:
                                     return key

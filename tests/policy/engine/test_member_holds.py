@@ -255,3 +255,11 @@ def test_the_fast_lookup_matches_the_careful_one_on_any_shape(refs, labels, pick
     candidates = [k for k in owner_keys(w) if not k.endswith("/")]
     holds = {k: (0.0, ()) for k in candidates[pick:pick + 1]}  # one candidate held (or none)
     assert owner_hold_in(w, holds) == next((k for k in owner_keys(w) if k in holds), None)
+
+
+def test_an_empty_pod_template_hash_names_no_deployment():
+    """A ReplicaSet `x-` with an empty hash label: owner_keys names no Deployment, and the fast look-up takes from none either."""
+    meta = {"name": "p", "namespace": "team-b", "labels": {"pod-template-hash": ""}, "ownerReferences": [ref("apps/v1", "ReplicaSet", "x-")]}
+    w = normalize(review({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": []}}), None)
+    assert owner_keys(w) == ("wl:team-b/ReplicaSet/x-",)
+    assert owner_hold_in(w, {"wl:team-b/Deployment/x": (0.0, ())}) is None
