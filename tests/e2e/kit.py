@@ -224,6 +224,18 @@ def node_status(gpus: int) -> str:
                                                   "message": "e2e", "lastHeartbeatTime": None, "lastTransitionTime": None}]}})
 
 
+def revive(kube, node: str, gpus: int = 8) -> None:
+    """A kubelet's heartbeat: no kubelet runs in the kit, so after ~40 s the node controller marks the node unreachable and taints it."""
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    res = {GPU: str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"}
+    status = {"status": {"capacity": res, "allocatable": res, "conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e", "lastHeartbeatTime": now, "lastTransitionTime": now}]}}
+    kube.run("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    kube.run("taint", "node", node, "node.kubernetes.io/unreachable-", "node.kubernetes.io/not-ready-", check=False)
+
+
 def gpu_pod(name: str, namespace: str, gpus: int | None = 1, labels: dict | None = None, annotations: dict | None = None,
             **spec) -> dict:
     """A pod asking `gpus` whole GPUs (None: no GPU)."""

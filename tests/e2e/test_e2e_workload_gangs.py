@@ -8,12 +8,10 @@ labels it, which is how Allot finds the JobSet it belongs to.
 
 from __future__ import annotations
 
-import datetime
-import json
 
 import pytest
 
-from kit import GPU, RACK, gpu_pod, wait_for
+from kit import RACK, gpu_pod, revive, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -48,16 +46,6 @@ def jobset(name: str, namespace: str, rack: str) -> dict:
     job = {"parallelism": 1, "completions": 1, "template": {"spec": spec}}
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": namespace},
             "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job}}]}}
-
-
-def revive(kube, node: str) -> None:
-    """A kubelet's heartbeat: no kubelet runs in the kit, so after ~40 s the node controller marks the node unreachable and taints it."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    res = {GPU: "8", "cpu": "64", "memory": "512Gi", "pods": "110"}
-    status = {"status": {"capacity": res, "allocatable": res, "conditions": [
-        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e", "lastHeartbeatTime": now, "lastTransitionTime": now}]}}
-    kube.run("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(status))
-    kube.run("taint", "node", node, "node.kubernetes.io/unreachable-", "node.kubernetes.io/not-ready-", check=False)
 
 
 def test_a_jobsets_rack_is_held_its_pod_pinned_and_released_on_delete(allot, kube, cluster, jobset_api):
