@@ -16,8 +16,8 @@ import pytest
 
 from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, DECLS, bound, kueue_member, node, rack_of
-from tests.webhook.server.test_ledger import NS, on_two_replicas, post, until_ready
-from tests.webhook.wh_harness import make_pki, review, running
+from tests.webhook.server.test_ledger import NS, on_two_replicas, pki, post, until_ready  # noqa: F401 (pki: a fixture)
+from tests.webhook.wh_harness import review, running
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.server.decisionlog import DecisionLog
 from webhook.server.ledger import ClusterLedger
@@ -27,11 +27,6 @@ from webhook.server.state import State, warm_engine
 
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "train"}}
 _NO_SHARD = type("NoShard", (), {"entries": {}})  # a shard not read yet
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
