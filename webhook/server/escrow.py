@@ -10,18 +10,23 @@ background) and returned on demand: a replica whose request is denied only becau
 other replicas' slices hold the free capacity writes a `want/<replica>` entry (it holds
 nothing) and waits, within the request's deadline; every replica that sees a live want
 in a shard returns its slice at once and claims none while the want lives; the waiting
-request is decided again after each change of the shard.
+request is decided again after each change of the shard. A slice's pods are charged
+by the shard's next write in a few sums per replica, not an entry per pod
+(webhook/server/admitted.py).
 
 The invariant (docs/webhook.md, Escrow): at every version of a shard, for each sliced
-quota, the live pods its writer saw + the holds + the slices in that version fit the
-quota; and every pod a replica admitted that no version records as a hold is covered
-by that replica's slice in the latest version it wrote (and in the one in flight).
+quota, the live pods its writer saw + the holds + the sums + the slices in that version
+fit the quota; and every pod a replica admitted that no version charges in a hold or a
+sum is covered by that replica's slice in the latest version it wrote (and in the one in flight).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+
+from webhook.server import admitted
+from webhook.server.admitted import SETTLE
 
 ESCROW_PREFIX = "escrow/"
 WANT_PREFIX = "want/"  # a replica waiting for other replicas' slices; holds nothing
@@ -42,6 +47,8 @@ SLICE_IDLE = 2.0  # seconds without a commit after which a slice that is not kep
 SLICE_SPREAD = 2  # a slice is 1/SPREAD of a fair share of the free capacity: the rest stays for a replica that needs more, or joins
 SLICE_MIN = 2000  # milli-GPU: a smaller slice is not claimed (near a quota's end every pod is a compare-and-swap)
 KEEP_TICK = 1.0  # seconds between the keeper's looks at slices (claim, renew before SLICE_MARGIN, return)
+WANT_TICK = 0.1  # ... while another replica's want lives in a shard this one holds in: its pods shown move to a seen sum at once
+SEEN_WRITE = 1.0  # seconds at most between slice pods appearing in the snapshot and a write moving them to a seen sum
 KEEP_MAX = 16  # shards a replica keeps a slice in while idle (most recently used first): idle renewals cost writes
 WANT_PATIENCE = 1.0  # seconds a want waits, after it landed, for a live holder to answer; then only for slices expiring in time
 COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 10.0)
@@ -147,6 +154,27 @@ class Escrow:
         """Milli-GPU of `qid` that other replicas' slices in `shard` could give back: each slice whole, or what its holder says is left."""
         answers = self._answers(shard, now)
         return sum(min(m, answers.get((who, exp), m)) for m, exp, who in self._foreign(shard, now)[1].get(qid, ()))
+
+    def _doubled_of(self, shard, qid: str, now: float) -> int:
+        """Milli-GPU of `qid` in other replicas' sums of slice pods (webhook/server/admitted.py) this replica may count twice.
+
+        An unseen sum written before its writer's pod watch reached a pod creation this replica
+        shows (that pod may be one of its own: its writer moves the pods it sees to a seen
+        sum within WANT_TICK while a want lives), and a seen sum this replica's watch has not
+        reached yet (it will count those pods itself).
+        """
+        mine, added = self._pods_rv(), self._pods_added_rv()
+        if mine is None or not mine.isdigit():
+            return 0
+        total = 0
+        for key, entry in shard.entries.items():
+            if not key.startswith(admitted.PREFIX) or entry[2] == self.replica or entry[0] <= now:
+                continue
+            rv = admitted.unseen_rv(key)
+            if (rv is not None and added is not None and rv < added) or (
+                    rv is None and admitted.seen_rv(key) is not None and not admitted.shown_by(key, mine)):
+                total += sum(h[1] for h in entry[1] if h[0] == qid)
+        return total
 
     # -- admitting inside a slice --
 
@@ -273,7 +301,7 @@ class Escrow:
         return out
 
     def _escrowed(self, shard, entries: dict, now: float) -> dict:
-        """Add the slice's unrecorded pods, the new slice and this replica's want to `entries`; returns the flight record."""
+        """Add the sums of the slice's pods (webhook/server/admitted.py), the new slice and this replica's want to `entries`; returns the flight record."""
         if shard.name.endswith(WANT_SUFFIX):  # a want object: this replica's want and its answer to others' wants
             mine = f"{REPLY_PREFIX}{self.replica}/"
             for key in [k for k in entries if k.startswith(mine)]:
@@ -286,9 +314,9 @@ class Escrow:
             else:
                 entries.pop(self.want_key, None)
             return {"slice": {}, "exp": 0.0, "spent": {}, "recorded": {}, "at": now}
-        recorded = dict(shard.unrecorded)
-        for key, (holds, expires_at) in recorded.items():
-            entries.setdefault(key, [expires_at, [list(h) for h in holds], self.replica, None])
+        snapshot = self.state.snapshot
+        recorded = admitted.write(entries, shard.unrecorded, replica=self.replica, pods_rv=self._pods_rv(), now=now,
+                                  settle=SETTLE, shows=lambda key: snapshot.pod(*key.partition("/")[::2]) is not None)
         if shard.wanting > 0:
             entries[self.want_key] = [shard.want_exp, [], self.replica, None]
         else:
@@ -381,7 +409,7 @@ class Escrow:
             shard = self.shards.get(self.root_of(r.block))
             if shard is None:
                 return None
-            held = self._returnable_of(shard, r.block, now)
+            held = self._returnable_of(shard, r.block, now) + self._doubled_of(shard, r.block, now)
             d = r.data
             key = (shard.name, r.block)
             ahead = self._waiting.get(key, 0) - (mine or {}).get(key, 0)
@@ -441,7 +469,9 @@ class Escrow:
                             self._kick_empty(s, loop)  # the want's write lost a 409: write it again
                 else:
                     wait = landed + WANT_PATIENCE - nowp
-                await _next_read(shards + wanting, min(wait, left))
+                await _next_read(shards + wanting, min(wait, left, WANT_TICK))  # (also: this replica's pod watch moves on)
+                gate = getattr(self.state, "gate", None)
+                gate.run(self._forget_shown) if gate is not None else self._forget_shown()
                 out = redo()
                 if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):  # decided off the loop (serve's gate)
                     out = await out
@@ -470,31 +500,46 @@ class Escrow:
             cluster = getattr(self.state, "cluster", None)
             if self.synced and (cluster is None or cluster.synced):  # sized from a complete view of live pods only
                 try:
-                    self._keep_once(time.time(), loop)
+                    wanted = self._keep_once(time.time(), loop)
                 except Exception:  # noqa: BLE001 - a policy mid-reload: looked at again next tick
-                    pass
-            await asyncio.sleep(KEEP_TICK)
+                    wanted = False
+            else:
+                wanted = False
+            await asyncio.sleep(WANT_TICK if wanted else KEEP_TICK)
 
-    def _keep_once(self, now: float, loop) -> None:
+    def _keep_once(self, now: float, loop) -> bool:
+        """One look at every shard; True while another replica's want lives in a shard this one holds in."""
+        gate = getattr(self.state, "gate", None)  # (the ledger's holds: never under a deciding thread)
+        gate.run(self._forget_shown) if gate is not None else self._forget_shown()
+        wanted_any = False
         sliceable = self._sliceable()
         for name in sliceable:
             self.shards.setdefault(name, self._new_shard(name))
         order = sorted(sliceable, key=lambda n: -self.shards[n].used_at)
         self.kept = set(order[:KEEP_MAX])
         for shard in list(self.shards.values()):
+            holding = bool(shard.slice or shard.unrecorded)
+            wanted = holding and self._wanted_elsewhere(shard, now)
+            wanted_any = wanted_any or wanted
             if shard.flushing or self._queued_empty(shard):
                 continue
-            holding = bool(shard.slice or shard.unrecorded)
             if holding:
-                due = (shard.slice_exp - now < SLICE_MARGIN + KEEP_TICK  # renew (and record its pods) before it stops admitting
-                       or (shard.unrecorded and now - shard.slice_at >= SLICE_RENEW)
+                due = (shard.slice_exp - now < SLICE_MARGIN + KEEP_TICK  # renew before it stops admitting
+                       or (shard.unrecorded and now - shard.slice_at >= SLICE_RENEW)  # expired holds leave the unseen sum
                        or (shard.name not in self.kept and now - shard.used_at >= SLICE_IDLE)
-                       or self._wanted_elsewhere(shard, now))
+                       or (wanted and bool(shard.slice))  # give it back
+                       or ((wanted or now - shard.slice_at >= SEEN_WRITE) and self._shows_any(shard)))  # stop double counts
             else:
                 due = shard.name in self.kept and bool(self._slice_for(shard, now))  # a write only when a slice is worth it
             if due:
                 self.escrow_metrics.events.labels("kept").inc()
                 self._kick_empty(shard, loop)
+        return wanted_any
+
+    def _shows_any(self, shard) -> bool:
+        """Whether the snapshot shows a pod of the shard's unseen sum (a reader that shows it too counts it twice until the next write)."""
+        snapshot = self.state.snapshot
+        return any(snapshot.pod(*key.partition("/")[::2]) is not None for key in shard.unrecorded)
 
 
 async def _next_read(shards: list, timeout: float) -> None:

@@ -30,6 +30,7 @@ late only over-counts); a release seen by the watch is remembered and the entry 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
@@ -44,13 +45,14 @@ import orjson
 from policy.blocks.holdbook import book_of
 from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
 from webhook.server import ledger_gangs, ledger_ops
+from webhook.server import admitted
+from webhook.server.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
 from webhook.server.escrow import ESCROW_PREFIX, Escrow
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
 LABEL = "allot.dev/ledger"
 SELECTOR = f"{LABEL}=reservations"
-SETTLE = 15.0  # seconds a hold outlives the pod's appearance: every replica's watch shows the pod by then
 MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1 MiB limit
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
 RELEASE_TRIES = 16  # writes of a release (never awaited) before it is left to the entry's expiry
@@ -65,6 +67,7 @@ class LedgerUnavailable(Exception):
     """A shard could not be written (API error, full shard); the request gets the --on-error decision."""
 
 
+@functools.lru_cache(maxsize=4096)  # asked per hold of every request: the slug and digest once per root
 def shard_name(root: str) -> str:
     """The ConfigMap name of a quota root: readable where the id allows, always a valid DNS-1123 name."""
     slug = re.sub(r"[^a-z0-9-]+", "-", root.lower()).strip("-")[:40] or "x"
@@ -200,6 +203,7 @@ class ClusterLedger(Escrow):
         changed: set[str] = set()
         added = False
         net: dict = {}  # (quota id, model) -> [milli-GPU, bytes, model milli-GPU] other replicas hold here now, less before
+        pods_rv = self._pods_rv()
         keys = [k for k, e in new.items() if old.get(k) != e]
         keys += [k for k in old if k not in new]
         for key in keys:
@@ -219,7 +223,8 @@ class ClusterLedger(Escrow):
             counts = slice_key or snapshot.pod(*key.partition("/")[::2]) is None
             if prev is not None and prev[1] > now and counts:
                 _tally(net, prev[0], -1)
-            if entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]:  # (a want holds nothing)
+            if (entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]  # (a want holds nothing)
+                    or admitted.shown_by(key, pods_rv)):  # pods this replica's snapshot shows: they carry their charge
                 if prev is not None:
                     del per[shard.name]
                     changed.add(local)
@@ -243,6 +248,27 @@ class ClusterLedger(Escrow):
             expires_at = min(at for _, at in per.values())
             ledger.reserve(key, tuple(h for holds, _ in per.values() for h in holds), expires_at)
         return added or any(x > 0 for v in net.values() for x in v)
+
+    def _pods_rv(self) -> str | None:
+        """The resourceVersion of the last pod event (or list) the snapshot shows; None without a pod watch."""
+        cluster = getattr(self.state, "cluster", None)
+        kinds = getattr(cluster, "kinds", None) or {}
+        return (kinds.get("Pod") or {}).get("resource_version")
+
+    def _pods_added_rv(self) -> int | None:
+        """The resourceVersion of the latest pod creation the snapshot shows (listed pods: their own versions)."""
+        cluster = getattr(self.state, "cluster", None)
+        kinds = getattr(cluster, "kinds", None) or {}
+        return (kinds.get("Pod") or {}).get("added_rv")
+
+    def _forget_shown(self) -> None:
+        """Stop counting other replicas' seen sums once this replica's pod watch has passed them (it shows those pods now)."""
+        pods_rv = self._pods_rv()
+        if pods_rv is None:
+            return
+        for key in [k for k in self.remote if k.startswith(admitted.PREFIX) and admitted.shown_by(k, pods_rv)]:
+            del self.remote[key]
+            self.holds.release(key)
 
     def _recompute(self, key: str, now: float | None = None) -> bool:
         """Count workload hold `key` as the shards hold it plus this replica's changes not written yet; True if it grew."""

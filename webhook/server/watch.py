@@ -91,6 +91,12 @@ WORKLOAD_KINDS = frozenset(r.kind for r in workload_resources())
 CORE_KINDS = frozenset({"Node", "Pod", "Namespace", "PriorityClass"})
 
 
+def _rv_int(obj: dict) -> int | None:
+    """An object's resourceVersion as an etcd revision; None when it is not one."""
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else None
+
+
 def resource_id(res: Resource) -> str:
     """A stable name for status and metrics: `Kind.group` or `Kind`."""
     g, v = res.group_version
@@ -170,7 +176,8 @@ class ClusterWatcher:
                 log.warning("%s list item %s/%s not applied: %s", rid, *key, exc)
                 continue
             known[key] = obj
-        self._mark(rid, synced=True, resource_version=rv, error=None)
+        self._mark(rid, synced=True, resource_version=rv, error=None,
+                   added_rv=max((r for o in items if (r := _rv_int(o)) is not None), default=None))  # (listed objects: created at or before)
 
     def _apply_event(self, res: Resource, kind: str, obj: dict, received: float) -> None:
         rid = resource_id(res)
@@ -187,7 +194,10 @@ class ClusterWatcher:
         m = self.state.metrics
         m.watch_events.labels(rid, kind).inc()
         m.watch_lag.labels(rid).observe(time.perf_counter() - received)
-        self.state.cluster.kinds[rid]["resource_version"] = (obj.get("metadata") or {}).get("resourceVersion")
+        entry = self.state.cluster.kinds[rid]
+        entry["resource_version"] = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "ADDED":  # the latest creation shown: the ledger's escrow tells from it what another replica may not show yet
+            entry["added_rv"] = _rv_int(obj)
 
     def _mark(self, rid: str, **fields) -> None:
         self.state.cluster.kinds[rid].update(fields)

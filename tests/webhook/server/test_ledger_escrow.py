@@ -19,6 +19,7 @@ from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post,
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
+from webhook.server.admitted import PREFIX as SUMS_PREFIX
 from webhook.server.escrow import ESCROW_PREFIX, WANT_PREFIX
 
 QUOTA = 64
@@ -46,8 +47,19 @@ def shard_entries(double: ApiDouble) -> dict:
 
 
 def pods_held(double: ApiDouble) -> dict[str, int]:
+    """Pod key -> milli-GPU of the per-pod holds in the shard (pods admitted by a write of their own)."""
     return {k: sum(h[1] for h in e[1]) for k, e in shard_entries(double).items()
-            if not k.startswith((ESCROW_PREFIX, WANT_PREFIX))}
+            if not k.startswith((ESCROW_PREFIX, WANT_PREFIX, SUMS_PREFIX))}
+
+
+def sums_held(double: ApiDouble) -> dict[str, int]:
+    """Key -> milli-GPU of the replicas' sums of pods admitted inside their slices."""
+    return {k: sum(h[1] for h in e[1]) for k, e in shard_entries(double).items() if k.startswith(SUMS_PREFIX)}
+
+
+def charged(double: ApiDouble) -> int:
+    """Milli-GPU of admitted pods the shard charges: per-pod holds and sums (no pod exists here, so every sum counts)."""
+    return sum(pods_held(double).values()) + sum(sums_held(double).values())
 
 
 def slices_held(double: ApiDouble) -> dict[str, int]:
@@ -114,10 +126,12 @@ def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy
                     assert admitted <= QUOTA  # never more, at any point
                 assert admitted == QUOTA  # and no pod was denied while capacity sat in another replica's slice
                 assert sum(s.ledger.slice_admits for s in states) > 0  # the slices did admit, unwritten
-                await until(lambda: not any(s.ledger.shards[SHARD].unrecorded for s in states),
-                            "pods admitted inside a slice were never recorded")
-                held = pods_held(double)
-                assert len(held) == QUOTA and sum(held.values()) == QUOTA * 1000  # every "allowed" is now a hold in the API
+                await until(lambda: charged(double) == QUOTA * 1000, "pods admitted inside a slice were never charged")
+                # Every "allowed" is now charged in the API: a hold for each pod admitted by a write of its own,
+                # one sum per replica for those it admitted inside its slices (not an entry per pod).
+                assert len(pods_held(double)) + sum(s.ledger.slice_admits for s in states) == QUOTA
+                assert all(any(k.startswith(f"{SUMS_PREFIX}{s.ledger.replica}/unseen-") for s in states) for k in sums_held(double))
+                assert len(sums_held(double)) <= len(states)
                 assert_every_version_fits(double, QUOTA * 1000)
         finally:
             await double.stop()
@@ -191,11 +205,10 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
                             "the watch never showed the dead replica's expiry")
                 second = await wave([(ub, sb), (uc, sc)], [f"r{i}" for i in range(QUOTA)])
                 assert first + second == QUOTA  # the quota is whole again, and exact
-                await until(lambda: not b.ledger.shards[SHARD].unrecorded and not c.ledger.shards[SHARD].unrecorded,
-                            "slice pods were never recorded")
+                await until(lambda: charged(double) == QUOTA * 1000, "slice pods were never charged")
                 held = pods_held(double)
-                assert not any(k.startswith("team-a/ghost") for k in held) and len(held) == QUOTA
-                assert f"{ESCROW_PREFIX}{dead.ledger.replica}" not in shard_entries(double)
+                assert not any(k.startswith("team-a/ghost") for k in held)
+                assert not any(e[2] == dead.ledger.replica for e in shard_entries(double).values())
                 assert_every_version_fits(double, QUOTA * 1000)
         finally:
             await double.stop()
@@ -415,9 +428,51 @@ def test_a_write_whose_outcome_is_unknown_admits_nothing_more_inside_the_slice_u
             else:
                 raise AssertionError("never committed")
             assert a.ledger.slice_admits == before and double.writes > writes  # written, not spent from a slice it may not have
-            assert {"team-a/ghost0", "team-a/ghost1", "team-a/after"} <= set(pods_held(double))
+            assert {"team-a/ghost0", "team-a/after"} <= set(pods_held(double))  # each claimed by a write of its own
+            assert sum(sums_held(double).values()) == 1000  # ghost1, admitted inside the slice: in a's unseen sum
             assert_every_version_fits(double, QUOTA * 1000)
         finally:
             await double.stop()
+
+    asyncio.run(scenario())
+
+
+def test_another_replicas_slice_pod_sums_count_here_until_this_replicas_watch_shows_the_pods(policy_dir):
+    """A seen sum counts until this replica's pod watch reaches its version; a denial waits on an unseen sum only when
+    this replica shows a pod created after it was written (that pod may be one of the sum's: counted twice)."""
+    from webhook.server import review as rv
+
+    async def scenario():
+        state = plain_replica(policy_dir, "http://127.0.0.1:9")  # never called: the shard is loaded by hand
+        ledger = state.ledger
+        pods = state.cluster.kinds.setdefault("Pod", {})
+        pods.update(resource_version="40", added_rv=None)
+        exp = time.time() + 30.0
+        entries = {f"{SUMS_PREFIX}other/seen-42": [exp, [["quota team-a", 5000, 0, None, 5000]], "other", None],
+                   f"{SUMS_PREFIX}other/unseen-42": [exp, [["quota team-a", 56000, 0, None, 56000]], "other", None]}
+        shard = ledger.shards.setdefault(SHARD, ledger._new_shard(SHARD))
+        ledger._load(shard, {"metadata": {"resourceVersion": "50"}, "data": {"holds": orjson.dumps(entries).decode()}})
+
+        def decide(gpus: int, dry: bool = False):
+            r = rv.decode(orjson.dumps(review(pod("x", gpus=gpus), dryRun=dry)), state)
+            return rv.decide(r, mutate=False, state=state, now=time.time())
+
+        def used() -> int:
+            d = decide(QUOTA, dry=True)
+            return d.denials[0].data["used"] if not d.allowed else 0
+
+        assert used() == 61000  # behind the writer's watch: both sums count
+        ledger._forget_shown()
+        assert used() == 61000  # (nothing moved yet)
+        pods["resource_version"] = "42"
+        ledger._forget_shown()
+        assert used() == 56000  # this watch shows the seen pods now: they count as pods, not twice
+        denied = decide(9)
+        assert not denied.allowed
+        assert ledger.returnable(denied) is None  # no pod created since the sum was written: the denial stands
+        pods["added_rv"] = 41
+        assert ledger.returnable(denied) is None
+        pods["added_rv"] = 45  # a pod created after the writer's last write: maybe one of its 56 GPUs, counted twice
+        assert ledger.returnable(denied) == {(SHARD, "quota team-a"): 9000}
 
     asyncio.run(scenario())
