@@ -102,6 +102,9 @@ def open_log(target: str):
         raise UsageError(f"--decision-log {target}: {exc.strerror}") from None
 
 
+SWITCH_INTERVAL = 0.001  # seconds a thread holds the GIL before another may take it (Python's default: 0.005)
+
+
 def run_loop(main) -> None:
     """Run `main()` on uvloop when installed (markedly faster TLS and HTTP), else asyncio."""
     try:
@@ -124,6 +127,9 @@ def run(args) -> int:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     opts = options_from(args, open_log(args.decision_log))
+    # Ledger writes and watches run in threads: on a busy loop each of their GIL hand-offs waited up to
+    # the default 5 ms (a write makes several). Measured with bench ledger: median added p99 28.5 -> 21.2 ms.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     outcome = {"code": 0}
     workers = start_workers(getattr(args, "_argv", sys.argv[1:]), args.workers - 1)
 

@@ -498,14 +498,17 @@ class Escrow:
         loop = asyncio.get_running_loop()
         while True:
             cluster = getattr(self.state, "cluster", None)
-            if self.synced and (cluster is None or cluster.synced):  # sized from a complete view of live pods only
+            ready = self.synced and (cluster is None or cluster.synced)
+            if ready:  # sized from a complete view of live pods only
                 try:
                     wanted = self._keep_once(time.time(), loop)
                 except Exception:  # noqa: BLE001 - a policy mid-reload: looked at again next tick
                     wanted = False
             else:
                 wanted = False
-            await asyncio.sleep(WANT_TICK if wanted else KEEP_TICK)
+            # Until the first views are in, look often: the first slices are claimed as soon as they can be sized
+            # (a replica that turned ready just before a burst answered its first requests with a write each).
+            await asyncio.sleep(WANT_TICK if wanted or not ready else KEEP_TICK)
 
     def _keep_once(self, now: float, loop) -> bool:
         """One look at every shard; True while another replica's want lives in a shard this one holds in."""
