@@ -19,7 +19,7 @@ from policy.context import Context
 from policy.decision import Decision, Reason
 from policy.manifests.cel import mentions
 from policy.blocks.gang import join_owner, settle
-from policy.blocks.gang_holds import DomainWatch, may_hold, release_domain
+from policy.blocks.gang_holds import DomainWatch, domain_key, may_hold, release_domain
 from policy.subject.expression import express, reads_expression
 from policy.subject.normalize import normalize, normalize_object
 from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, object_uid, workload_memory
@@ -215,7 +215,11 @@ class Engine:
             if w.template_paths and w.operation != "CREATE" and ctx.state.quota.holds.workloads:
                 release_holds(ctx, taken)
             if w.template_paths and w.operation != "CREATE" and planner is not None and planner.workloads:
-                release_domain(ctx)  # deleted, suspended or scaled to zero: its gang domain too
+                key = domain_key(w)
+                if release_domain(ctx) and taken is not None and not any(
+                        type(t) is WorkloadChange and t.key == key for t in taken):
+                    # deleted, suspended or scaled to zero: its gang domain too (a cluster ledger drops its entry)
+                    taken.append(WorkloadChange("drop", key, (), 0.0, object_uid(w.obj)))
         return decision
 
     def _problems(self, ctx: Context) -> None:

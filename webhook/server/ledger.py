@@ -129,6 +129,7 @@ class Changes:
     release: bool = False  # only releases: written after the answer, retried on a conflict
     tries: int = 0
     gangs: list = field(default_factory=list)  # GangChange: gang domains newly held (the gangs shard only)
+    gang_drops: list = field(default_factory=list)  # (entry key, its expires_at): a released gang's entry, dropped if still that one
 
 
 class ClusterLedger(Escrow):
@@ -334,6 +335,12 @@ class ClusterLedger(Escrow):
 
     def _mirror_gang(self, key: str, entry: list | None, now: float) -> bool:
         """Hold another replica's gang (entry `key`) in this replica's planner; True if it is new here."""
+        if entry is None:  # dropped from the shard: released (DELETE, suspension, scale to zero) or expired
+            self.mirrored.pop(key, None)
+            planner = self._planner()
+            if planner is not None:  # whoever placed it, and whichever replica answered the release
+                planner.release(key[len(ledger_gangs.PREFIX):])
+            return False
         if entry is None or entry[2] == self.replica or entry[0] <= now:
             return False  # gone or expired: the planner's own expiry lets go of it
         cluster = getattr(self.state, "cluster", None)
@@ -667,11 +674,25 @@ class ClusterLedger(Escrow):
         return fut
 
     def submit(self, releases: list) -> None:
-        """Write workload releases (scale down, DELETE) in the background: the answer does not wait (late only over-counts)."""
+        """Write workload releases (scale down, DELETE) in the background: the answer does not wait (late only over-counts).
+
+        A release that ends the workload (DELETE, suspension: `drop`; a scale to zero) also
+        drops its gang domain's entry from the gangs shard, if it is still the entry this
+        replica saw (a workload re-created under the name meanwhile wrote another one).
+        """
         if not self.synced:
             return
         loop = asyncio.get_running_loop()
-        for name, part in self._split(releases, {}, release=True).items():
+        parts = self._split(releases, {}, release=True)
+        gangs = self.shards.get(ledger_gangs.SHARD)
+        for change in releases:
+            if change.op != "drop" and not (change.op == "shrink" and change.demand and change.demand[0] <= 0):
+                continue
+            key = ledger_gangs.entry_key(change.key)
+            entry = gangs.entries.get(key) if gangs is not None else None
+            if entry is not None:
+                parts.setdefault(ledger_gangs.SHARD, Changes({}, [], True)).gang_drops.append((key, entry[0]))
+        for name, part in parts.items():
             fut = self._queue(self.shards.setdefault(name, Shard(name)), part, float("inf"), loop)
             fut.add_done_callback(_quiet)
 
@@ -741,6 +762,10 @@ class ClusterLedger(Escrow):
                     return False  # another replica placed this gang first: decided again, it joins that domain
                 # (else this decision saw that entry and placed the gang again on purpose: a re-plan replaces it)
                 out[key] = ledger_gangs.encode(change, self.replica)
+        for key, expires_at in part.gang_drops:
+            there = entries.get(key)
+            if there is not None and there[0] == expires_at and key not in out:
+                out[key] = None  # (a gang re-planned under the key since has another expiry: kept)
         for key, entry in out.items():
             if entry is None:
                 entries.pop(key, None)

@@ -213,3 +213,40 @@ def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on
         assert gangs_in(double)[f"gang:wl:train/JobSet/b"][4]["gang"]["domain"] == "r2"
 
     two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
+
+
+def test_a_deleted_jobset_leaves_the_gangs_shard_and_every_replica_lets_go_of_its_rack(pki, policy_dir):
+    """(Before, the entry stayed until its expiry: a replica started meanwhile held the rack of a JobSet long gone.)"""
+    from tests.policy.blocks.gang.test_workload_domains import jobset
+
+    def labelled(js):
+        js["metadata"]["labels"] = {"acme.io/workload": "training"}
+        return js
+
+    key = "wl:train/JobSet/a"
+
+    async def scenario(double, A, B):
+        (a, ua, sa), (b, ub, sb) = A, B
+        status, doc = await post(sa, f"{ua}/validate?timeout=10s", _jobset_review(labelled(jobset())))
+        assert status == 200 and doc["response"]["allowed"], doc
+        assert f"gang:{key}" in gangs_in(double)
+        end = time.monotonic() + 5
+        while planned(b, key) is None:
+            assert time.monotonic() < end, "b never held a's JobSet domain"
+            await asyncio.sleep(0.01)
+        status, doc = await post(sb, f"{ub}/validate?timeout=10s", _jobset_review(labelled(jobset()), "DELETE"))
+        assert status == 200 and doc["response"]["allowed"], doc
+        end = time.monotonic() + 5
+        while f"gang:{key}" in gangs_in(double) or planned(a, key) is not None:  # written after the answer, not awaited
+            assert time.monotonic() < end, (gangs_in(double), planned(a, key))
+            await asyncio.sleep(0.01)
+        assert planned(b, key) is None
+        # A replica that reads the shard now holds nothing of it: a new JobSet may have r1 on a, b and it.
+        c = replica(policy_dir, double.url, TWO_FREE_RACKS)
+        await c.ledger.start()
+        assert planned(c, key) is None
+        status, doc = await post(sa, f"{ua}/validate?timeout=10s", _jobset_review(labelled(jobset("c", uid="js-uid-c"))))
+        assert status == 200 and doc["response"]["allowed"], doc
+        assert gangs_in(double)["gang:wl:train/JobSet/c"][4]["gang"]["domain"] == "r1"
+
+    two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
