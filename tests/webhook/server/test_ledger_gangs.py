@@ -184,19 +184,28 @@ def _jobset_review(obj: dict, operation: str = "CREATE") -> dict:
                   options=None, **body)
 
 
-def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on_the_other(pki, policy_dir):
-    from tests.policy.blocks.gang.test_workload_domains import js_pod, jobset
+def training_jobset(name: str = "a", uid: str = "js-uid-1") -> dict:
+    """A 2 x 8-GPU JobSet the contract gang block selects (`acme.io/workload: training`; 16 GPUs > 8: rack required)."""
+    from tests.policy.blocks.gang.test_workload_domains import jobset
 
-    def labelled(js):  # the contract gang block selects `acme.io/workload: training`, 16 GPUs > 8: rack required
-        js["metadata"]["labels"] = {"acme.io/workload": "training"}
-        return js
+    js = jobset(name, uid=uid)
+    js["metadata"]["labels"] = {"acme.io/workload": "training"}
+    return js
+
+
+async def admit_jobset(session, url: str, js: dict, operation: str = "CREATE") -> None:
+    status, doc = await post(session, f"{url}/validate?timeout=10s", _jobset_review(js, operation))
+    assert status == 200 and doc["response"]["allowed"], doc
+
+
+def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on_the_other(pki, policy_dir):
+    from tests.policy.blocks.gang.test_workload_domains import js_pod
 
     key = "wl:train/JobSet/a"
 
     async def scenario(double, A, B):
         (a, ua, sa), (b, ub, sb) = A, B
-        status, doc = await post(sa, f"{ua}/validate?timeout=10s", _jobset_review(labelled(jobset())))
-        assert status == 200 and doc["response"]["allowed"], doc
+        await admit_jobset(sa, ua, training_jobset())
         entry = gangs_in(double).get(f"gang:{key}")  # written before the JobSet's "allowed"
         assert entry is not None and entry[4]["gang"]["domain"] == "r1"
         end = time.monotonic() + 5
@@ -208,8 +217,7 @@ def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on
         resp = await answer(sb, ub, js_pod(), "mutate")
         assert patched_rack(resp) == ["r1"]
         assert key in base64.b64decode(resp["patch"]).decode()
-        status, doc = await post(sb, f"{ub}/validate?timeout=10s", _jobset_review(labelled(jobset("b", uid="js-uid-b"))))
-        assert status == 200 and doc["response"]["allowed"], doc
+        await admit_jobset(sb, ub, training_jobset("b", uid="js-uid-b"))
         assert gangs_in(double)[f"gang:wl:train/JobSet/b"][4]["gang"]["domain"] == "r2"
 
     two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
@@ -217,25 +225,17 @@ def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on
 
 def test_a_deleted_jobset_leaves_the_gangs_shard_and_every_replica_lets_go_of_its_rack(pki, policy_dir):
     """(Before, the entry stayed until its expiry: a replica started meanwhile held the rack of a JobSet long gone.)"""
-    from tests.policy.blocks.gang.test_workload_domains import jobset
-
-    def labelled(js):
-        js["metadata"]["labels"] = {"acme.io/workload": "training"}
-        return js
-
     key = "wl:train/JobSet/a"
 
     async def scenario(double, A, B):
         (a, ua, sa), (b, ub, sb) = A, B
-        status, doc = await post(sa, f"{ua}/validate?timeout=10s", _jobset_review(labelled(jobset())))
-        assert status == 200 and doc["response"]["allowed"], doc
+        await admit_jobset(sa, ua, training_jobset())
         assert f"gang:{key}" in gangs_in(double)
         end = time.monotonic() + 5
         while planned(b, key) is None:
             assert time.monotonic() < end, "b never held a's JobSet domain"
             await asyncio.sleep(0.01)
-        status, doc = await post(sb, f"{ub}/validate?timeout=10s", _jobset_review(labelled(jobset()), "DELETE"))
-        assert status == 200 and doc["response"]["allowed"], doc
+        await admit_jobset(sb, ub, training_jobset(), "DELETE")
         end = time.monotonic() + 5
         while f"gang:{key}" in gangs_in(double) or planned(a, key) is not None:  # written after the answer, not awaited
             assert time.monotonic() < end, (gangs_in(double), planned(a, key))
@@ -245,8 +245,7 @@ def test_a_deleted_jobset_leaves_the_gangs_shard_and_every_replica_lets_go_of_it
         c = replica(policy_dir, double.url, TWO_FREE_RACKS)
         await c.ledger.start()
         assert planned(c, key) is None
-        status, doc = await post(sa, f"{ua}/validate?timeout=10s", _jobset_review(labelled(jobset("c", uid="js-uid-c"))))
-        assert status == 200 and doc["response"]["allowed"], doc
+        await admit_jobset(sa, ua, training_jobset("c", uid="js-uid-c"))
         assert gangs_in(double)["gang:wl:train/JobSet/c"][4]["gang"]["domain"] == "r1"
 
     two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
