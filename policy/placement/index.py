@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
+from policy.placement.aggregates import _GV, Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, Untainted, pod_requests
@@ -371,26 +371,47 @@ class PlacementIndex(Reservations):
         self.excluded[key] = self.excluded.get(key, 0) + delta
 
     def _attach(self, state: NodeState) -> None:
+        """File the node in its domains and take its aggregates for its model key, in one walk down each tree."""
+        spec = state.spec
+        model = spec.model
         root = self.flat.root
         root.nodes[state] = None
+        agg = root.aggs.get(model)
         domains = [root]
-        for tree, path in zip(self.trees.values(), state.spec.paths):
+        aggs = [agg if agg is not None else root.agg_for(model)]
+        ranked = []  # the aggs of domains below a root: those filed in level buckets
+        for tree, path in zip(self.trees.values(), spec.paths):
             if path is None:
                 continue  # Kueue likewise ignores nodes lacking any level label of a topology
             # A node added back (or moved) usually finds its domains: walk the children, no chain copies
             domain = tree.root
-            chain = [domain]
+            top = len(domains)
+            agg = domain.aggs.get(model)
+            domains.append(domain)
+            aggs.append(agg if agg is not None else domain.agg_for(model))
             for value in path:
-                domain = domain.children.get(value)
-                if domain is None:
-                    chain = tree.domains_for(path)  # a domain first seen: created there
+                child = domain.children.get(value)
+                if child is None:  # a domain first seen: the rest of the chain is created there
+                    for domain in tree.domains_for(path)[len(domains) - top:]:
+                        agg = domain.agg_for(model)
+                        domains.append(domain)
+                        aggs.append(agg)
+                        ranked.append(agg)
                     break
-                chain.append(domain)
-            chain[-1].nodes[state] = None
-            domains.extend(chain)
+                domain = child
+                agg = domain.aggs.get(model)
+                if agg is None:
+                    agg = domain.agg_for(model)
+                domains.append(domain)
+                aggs.append(agg)
+                ranked.append(agg)
+            domain.nodes[state] = None
         state.domains = tuple(domains)
+        state.aggs = tuple(aggs)
+        state.ranked = tuple(ranked)
         state.alt = None
-        self._reaggregate(state)
+        if spec.gpus >= len(_GV):
+            reserve_devices(spec.gpus)  # every h an event can meet has its packed delta ready
 
     def _reaggregate(self, state: NodeState) -> None:
         """The node's aggregates: its domains' for its model key."""
