@@ -676,26 +676,43 @@ def respec_whole(node: NodeState, old, new) -> bool:
     aggs = node.aggs
     if not aggs:
         return False
-    if new.gpus >= len(_GV):
-        reserve_devices(new.gpus)
+    # NodeSpec fields by position (eligible 1, gpus 4, cpu 8, ram 9, pods 10): a NamedTuple's attribute is a descriptor
+    # call on every read (3.11 does not specialize it), an index one specialized op; the layout is pinned by a test
+    _n, e0, _w, _m, g0, _y, _p, _t, cpu0, ram0, pods0, _l = old
+    _n, e1, _w, _m, g1, _y, _p, _t, cpu1, ram1, pods1, _l = new
+    if g1 >= len(_GV):
+        reserve_devices(g1)
     used, slots = node.whole_used, len(node.allocs)
-    # `_part` of each spec, inlined, keeping the free amounts (clamped at 0) for the flat root's counts
-    res0 = res1 = None
+    # `_part` of each spec, inlined, keeping the free amounts (clamped at 0) for the flat root's counts as plain locals:
+    # no tuple per side (fewer allocations the cyclic collector counts, so it runs less often in an event)
+    room0 = room1 = False
     d0 = d1 = 0
-    if old.eligible:
-        free = old.gpus - used
+    if e0:
+        free = g0 - used
         if free > 0:
-            a, b, c = old.cpu - node.cpu_used, old.ram - node.ram_used, old.pods - slots
-            res0 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
-            d0 = _GV[free] + (((res0[1] << _2W) + (res0[0] << _W) + res0[2]) << _SUMS_SHIFT)
+            room0 = True
+            a0, b0, c0 = cpu0 - node.cpu_used, ram0 - node.ram_used, pods0 - slots
+            if a0 < 0:
+                a0 = 0
+            if b0 < 0:
+                b0 = 0
+            if c0 < 0:
+                c0 = 0
+            d0 = _GV[free] + (((b0 << _2W) + (a0 << _W) + c0) << _SUMS_SHIFT)
         else:
             d0 = _GV[0]
-    if new.eligible:
-        free = new.gpus - used
+    if e1:
+        free = g1 - used
         if free > 0:
-            a, b, c = new.cpu - node.cpu_used, new.ram - node.ram_used, new.pods - slots
-            res1 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
-            d1 = _GV[free] + (((res1[1] << _2W) + (res1[0] << _W) + res1[2]) << _SUMS_SHIFT)
+            room1 = True
+            a1, b1, c1 = cpu1 - node.cpu_used, ram1 - node.ram_used, pods1 - slots
+            if a1 < 0:
+                a1 = 0
+            if b1 < 0:
+                b1 = 0
+            if c1 < 0:
+                c1 = 0
+            d1 = _GV[free] + (((b1 << _2W) + (a1 << _W) + c1) << _SUMS_SHIFT)
         else:
             d1 = _GV[0]
     if d0 == d1:
@@ -704,9 +721,41 @@ def respec_whole(node: NodeState, old, new) -> bool:
     for agg in aggs:
         agg.vec += d
     counts = aggs[0].res
-    if counts is not None and res0 != res1:
+    if counts is not None and (room0 or room1):  # `_count_free`, inlined on the locals
         with aggs[0].domain.tree.lag.lock:
-            _count_free(counts, res0, res1)
+            if room0 and room1:
+                if a0 != a1:
+                    _recount(counts[0], a0, a1)
+                if b0 != b1:
+                    _recount(counts[1], b0, b1)
+                if c0 != c1:
+                    _recount(counts[2], c0, c1)
+            elif room0:  # cordoned, NotReady, deleted: it leaves the counts
+                c = counts[0]
+                left = c[a0] - 1
+                if left:
+                    c[a0] = left
+                else:
+                    del c[a0]
+                c = counts[1]
+                left = c[b0] - 1
+                if left:
+                    c[b0] = left
+                else:
+                    del c[b0]
+                c = counts[2]
+                left = c[c0] - 1
+                if left:
+                    c[c0] = left
+                else:
+                    del c[c0]
+            else:  # back, or added: it joins them
+                c = counts[0]
+                c[a1] = c.get(a1, 0) + 1
+                c = counts[1]
+                c[b1] = c.get(b1, 0) + 1
+                c = counts[2]
+                c[c1] = c.get(c1, 0) + 1
     if (d0 ^ d1) & _CAPS_MASK:  # capacities moved (hist[h] alone, for h = 0, files nothing): `_mark`, inlined
         ranked = node.ranked
         if ranked:
