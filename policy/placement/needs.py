@@ -215,13 +215,9 @@ class LabelCounts:
         self.total += sign
         by_key = self.by_key
         if sign == 1:  # a node added (or tainted): the loop every such event runs over dozens of labels
-            try:
-                "".join(labels.values())  # one C pass: TypeError unless every value is text, so the loop needs no test
-            except TypeError:
-                for k, v in labels.items():
-                    self._move(k, v, sign)
-                return
             for k, v in labels.items():
+                if type(v) is not str:
+                    v = str(v)
                 try:
                     values = by_key[k]  # (a `try` costs nothing until it catches: cheaper than `.get` and a test)
                 except KeyError:
