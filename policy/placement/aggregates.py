@@ -236,13 +236,24 @@ def _count_free(counts: list | None, old: tuple | None, new: tuple | None) -> No
             if a != b:
                 _recount(counts[2], a, b)
             return
-        for i in (0, 1, 2):
-            c, a = counts[i], old[i]
-            left = c[a] - 1
-            if left:
-                c[a] = left
-            else:
-                del c[a]
+        c, a = counts[0], old[0]  # unrolled: a node cordoned, NotReady or deleted runs it
+        left = c[a] - 1
+        if left:
+            c[a] = left
+        else:
+            del c[a]
+        c, a = counts[1], old[1]
+        left = c[a] - 1
+        if left:
+            c[a] = left
+        else:
+            del c[a]
+        c, a = counts[2], old[2]
+        left = c[a] - 1
+        if left:
+            c[a] = left
+        else:
+            del c[a]
     elif new is not None:  # unrolled: a node joining runs it
         c, b = counts[0], new[0]
         c[b] = c.get(b, 0) + 1
@@ -324,12 +335,11 @@ def bound(agg: "Agg", demand: Demand) -> int | None:
 class Agg:
     """One domain's aggregate for one model key."""
 
-    __slots__ = ("vec", "partial", "nodes", "domain", "lists", "res", "placed", "marked", "sums_kept")
+    __slots__ = ("vec", "partial", "domain", "lists", "res", "placed", "marked", "sums_kept")
 
     def __init__(self, domain: "Domain", lists: "list[Buckets] | None") -> None:
         self.vec = 0  # caps, resource sums and histogram, packed (see _C and _W above)
         self.partial: dict[tuple[int, int, int], int] = {}  # shared device state -> devices
-        self.nodes = 0
         self.domain = domain
         self.lists = lists  # this model's per-shape buckets at the domain's level (None at roots)
         # The caps part of `vec` this agg is filed under in `lists` (0 = not held): behind `caps` until settled.
@@ -360,6 +370,13 @@ class Agg:
     def filed(self, i: int) -> int:
         """The capacity for SHAPES[i] this agg is filed under in its level's buckets (settled: equal to `cap(i)`)."""
         return (self.placed >> _CAP_SHIFT[i]) & _CF
+
+    @property
+    def nodes(self) -> int:
+        """Eligible nodes counted here: the histogram's sum. Derived, not kept: every node adds a histogram field, so
+        `vec` is 0 exactly when no node is counted (what hot readers test), and eligibility changes move one int per
+        level rather than two."""
+        return sum(self.hist) if self.vec else 0
 
     @property
     def hist(self) -> list[int]:
@@ -416,13 +433,13 @@ class Domain:
             need = demand.memory
             for key in models:
                 agg = aggs.get(key)
-                if agg is None or agg.nodes == 0 or (need and memory.get(key, 0) * whole < need):
+                if agg is None or not agg.vec or (need and memory.get(key, 0) * whole < need):
                     continue
                 total += (agg.vec >> _CAP_SHIFT[i]) & _CF if i is not None else sum((h // whole) * c for h, c in enumerate(agg.hist))
             return total
         for key in models:
             agg = aggs.get(key)
-            if agg is None or agg.nodes == 0:
+            if agg is None or not agg.vec:
                 continue
             fresh = device_fit(FULL, 0, memory.get(key, 0), demand, per_gpu)
             total += agg.free_whole() * fresh
@@ -524,14 +541,11 @@ def apply_contribution(node: NodeState, old, new) -> None:
     h_old, p_old = old if old is not None else (None, ())
     h_new, p_new = new if new is not None else (None, ())
     d = (gpu_vec(h_new) if h_new is not None else 0) - (gpu_vec(h_old) if h_old is not None else 0)
-    dn = (h_new is not None) - (h_old is not None)
     partial_changed = p_old != p_new
     aggs = node.aggs
     for agg in aggs:
         if d:
             agg.vec += d
-        if dn:
-            agg.nodes += dn
         if partial_changed:
             partial = agg.partial
             for state in p_old:
@@ -564,7 +578,6 @@ def join(node: NodeState, contribution, res: tuple | None, sign: int) -> None:
         return
     for agg in aggs:
         agg.vec += d
-        agg.nodes += sign
         if partials:
             partial = agg.partial
             for state in partials:
@@ -596,9 +609,7 @@ def rekey(node: NodeState, aggs: tuple, ranked: tuple) -> None:
         d = _GV[h] if res is None else _GV[h] + (((res[1] << _2W) + (res[0] << _W) + res[2]) << _SUMS_SHIFT)
         for old, new in zip(old_aggs, aggs):
             old.vec -= d
-            old.nodes -= 1
             new.vec += d
-            new.nodes += 1
             for partial, sign in ((old.partial, -1), (new.partial, 1)):
                 for state in partials:
                     left = partial.get(state, 0) + sign
@@ -611,9 +622,7 @@ def rekey(node: NodeState, aggs: tuple, ranked: tuple) -> None:
         d = _part(node.spec, node)
         for old, new in zip(old_aggs, aggs):
             old.vec -= d
-            old.nodes -= 1
             new.vec += d
-            new.nodes += 1
         room = d > _GV[0]
         res = None
         if room:
@@ -658,7 +667,7 @@ def _part(spec, node: NodeState) -> int:
 
 def respec_whole(node: NodeState, old, new) -> bool:
     """A node with no shared device goes from spec `old` to `new` in the same aggregates (cordoned, NotReady, Ready
-    again, allocatable changed) — one packed delta per ancestor, its node count, the flat root's counts, the ranked
+    again, allocatable changed) — one packed delta per ancestor (its node count included: hist), the flat root's counts, the ranked
     aggs marked when its capacities moved — computed from the specs and the node's counters (no contribution tuples);
     False (nothing done) for a node with shared devices (the general path). The same result as `join` / `move_pod`
     from the contributions (property-tested). `node.spec` is left to the caller."""
@@ -667,47 +676,86 @@ def respec_whole(node: NodeState, old, new) -> bool:
     aggs = node.aggs
     if not aggs:
         return False
-    if new.gpus >= len(_GV):
-        reserve_devices(new.gpus)
+    # NodeSpec fields by position (eligible 1, gpus 4, cpu 8, ram 9, pods 10): a NamedTuple's attribute is a descriptor
+    # call on every read (3.11 does not specialize it), an index one specialized op; the layout is pinned by a test
+    _n, e0, _w, _m, g0, _y, _p, _t, cpu0, ram0, pods0, _l = old
+    _n, e1, _w, _m, g1, _y, _p, _t, cpu1, ram1, pods1, _l = new
+    if g1 >= len(_GV):
+        reserve_devices(g1)
     used, slots = node.whole_used, len(node.allocs)
-    # `_part` of each spec, inlined, keeping the free amounts (clamped at 0) for the flat root's counts
-    res0 = res1 = None
+    # `_part` of each spec, inlined, keeping the free amounts (clamped at 0) for the flat root's counts as plain locals:
+    # no tuple per side (fewer allocations the cyclic collector counts, so it runs less often in an event)
+    room0 = room1 = False
     d0 = d1 = 0
-    if old.eligible:
-        free = old.gpus - used
+    if e0:
+        free = g0 - used
         if free > 0:
-            a, b, c = old.cpu - node.cpu_used, old.ram - node.ram_used, old.pods - slots
-            res0 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
-            d0 = _GV[free] + (((res0[1] << _2W) + (res0[0] << _W) + res0[2]) << _SUMS_SHIFT)
+            room0 = True
+            a0, b0, c0 = cpu0 - node.cpu_used, ram0 - node.ram_used, pods0 - slots
+            if a0 < 0:
+                a0 = 0
+            if b0 < 0:
+                b0 = 0
+            if c0 < 0:
+                c0 = 0
+            d0 = _GV[free] + (((b0 << _2W) + (a0 << _W) + c0) << _SUMS_SHIFT)
         else:
             d0 = _GV[0]
-    if new.eligible:
-        free = new.gpus - used
+    if e1:
+        free = g1 - used
         if free > 0:
-            a, b, c = new.cpu - node.cpu_used, new.ram - node.ram_used, new.pods - slots
-            res1 = (a if a > 0 else 0, b if b > 0 else 0, c if c > 0 else 0)
-            d1 = _GV[free] + (((res1[1] << _2W) + (res1[0] << _W) + res1[2]) << _SUMS_SHIFT)
+            room1 = True
+            a1, b1, c1 = cpu1 - node.cpu_used, ram1 - node.ram_used, pods1 - slots
+            if a1 < 0:
+                a1 = 0
+            if b1 < 0:
+                b1 = 0
+            if c1 < 0:
+                c1 = 0
+            d1 = _GV[free] + (((b1 << _2W) + (a1 << _W) + c1) << _SUMS_SHIFT)
         else:
             d1 = _GV[0]
-    dn = new.eligible - old.eligible
-    if d0 != d1:
-        d = d1 - d0
-        if dn:
-            for agg in aggs:
-                agg.vec += d
-                agg.nodes += dn
-        else:
-            for agg in aggs:
-                agg.vec += d
-    elif dn:
-        for agg in aggs:
-            agg.nodes += dn
-    else:
-        return True
+    if d0 == d1:
+        return True  # the same part under both specs (an eligible node's part is never 0, an excluded one's is)
+    d = d1 - d0
+    for agg in aggs:
+        agg.vec += d
     counts = aggs[0].res
-    if counts is not None and res0 != res1:
+    if counts is not None and (room0 or room1):  # `_count_free`, inlined on the locals
         with aggs[0].domain.tree.lag.lock:
-            _count_free(counts, res0, res1)
+            if room0 and room1:
+                if a0 != a1:
+                    _recount(counts[0], a0, a1)
+                if b0 != b1:
+                    _recount(counts[1], b0, b1)
+                if c0 != c1:
+                    _recount(counts[2], c0, c1)
+            elif room0:  # cordoned, NotReady, deleted: it leaves the counts
+                c = counts[0]
+                left = c[a0] - 1
+                if left:
+                    c[a0] = left
+                else:
+                    del c[a0]
+                c = counts[1]
+                left = c[b0] - 1
+                if left:
+                    c[b0] = left
+                else:
+                    del c[b0]
+                c = counts[2]
+                left = c[c0] - 1
+                if left:
+                    c[c0] = left
+                else:
+                    del c[c0]
+            else:  # back, or added: it joins them
+                c = counts[0]
+                c[a1] = c.get(a1, 0) + 1
+                c = counts[1]
+                c[b1] = c.get(b1, 0) + 1
+                c = counts[2]
+                c[c1] = c.get(c1, 0) + 1
     if (d0 ^ d1) & _CAPS_MASK:  # capacities moved (hist[h] alone, for h = 0, files nothing): `_mark`, inlined
         ranked = node.ranked
         if ranked:
@@ -916,7 +964,6 @@ def add_bulk(node: NodeState, contribution) -> None:
     d = gpu_vec(h)
     for agg in node.aggs:
         agg.vec += d
-        agg.nodes += 1
         if partials:
             partial = agg.partial
             for state in partials:

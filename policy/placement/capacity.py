@@ -308,6 +308,8 @@ def reread(
         state.taints_raw = state.alloc_raw = UNSEEN  # the GPU count may come from elsewhere: read it all
         new = read_node(node, topologies, gpu_models, tolerated, prev)
         return None if new == prev else new
+    # the last view's fields by position, unpacked once: a NamedTuple attribute is a descriptor call per read
+    name, _e, prev_why, prev_model, prev_gpus, prev_memory, prev_paths, prev_taints, prev_cpu, prev_ram, prev_pods, prev_labels = prev
     labels = meta.get("labels")
     if type(labels) is not dict:
         labels = mapping(labels)
@@ -326,18 +328,18 @@ def reread(
     state.taints_raw = taints
     if why_not is not None:
         blocking = ()
-    elif same_taints and prev.why_not is None:
-        blocking = prev.taints  # read from these taints when the node was last eligible
+    elif same_taints and prev_why is None:
+        blocking = prev_taints  # read from these taints when the node was last eligible
     else:
         blocking = _blocking_taints(spec, tolerated) if taints else ()
-    same_labels = labels is prev.labels or labels == prev.labels
+    same_labels = labels is prev_labels or labels == prev_labels
     same_alloc = alloc is state.alloc_raw or alloc == state.alloc_raw
     state.alloc_raw = alloc
-    if same_labels and same_alloc and why_not == prev.why_not and (blocking is prev.taints or blocking == prev.taints):
+    if same_labels and same_alloc and why_not == prev_why and (blocking is prev_taints or blocking == prev_taints):
         return None  # a status heartbeat (or an equal object): nothing placement reads changed
     if same_labels:
-        labels, memory, paths = prev.labels, prev.memory, prev.paths  # the dict the counts hold, not an equal copy
-        model = prev.model if blocking is prev.taints or blocking == prev.taints else None
+        labels, memory, paths = prev_labels, prev_memory, prev_paths  # the dict the counts hold, not an equal copy
+        model = prev_model if blocking is prev_taints or blocking == prev_taints else None
     else:
         model = None
     if model is None:
@@ -351,7 +353,7 @@ def reread(
         if blocking:
             model = _variant(model, blocking)
     if same_alloc:
-        gpus, cpu, ram, pods = prev.gpus, prev.cpu, prev.ram, prev.pods
+        gpus, cpu, ram, pods = prev_gpus, prev_cpu, prev_ram, prev_pods
     else:
         amounts = alloc.get(GPU_RESOURCE), alloc.get("cpu"), alloc.get("memory"), alloc.get("pods")
         try:
@@ -366,7 +368,7 @@ def reread(
             if len(_AMOUNTS4) < 4096 and all(type(a) is str for a in amounts):
                 _AMOUNTS4[amounts] = hit
         gpus, cpu, ram, pods = hit
-    new = _NEW_SPEC(NodeSpec, (prev.name, why_not is None, why_not, model, gpus, memory, paths, blocking, cpu, ram, pods, labels))
+    new = _NEW_SPEC(NodeSpec, (name, why_not is None, why_not, model, gpus, memory, paths, blocking, cpu, ram, pods, labels))
     return None if new == prev else new  # e.g. a taint placement ignores, or an allocatable it does not read
 
 

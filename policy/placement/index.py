@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
+from policy.placement.aggregates import _GV, Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, Untainted, pod_requests
@@ -17,6 +17,7 @@ from policy.placement.reservations import RESERVATION_ANNOTATION, Ledger, Reserv
 from policy.placement.result import GangRequest, PlacementReason, PlacementResult
 from policy.subject.model import PodSet
 
+_WHY_KEY = {"cordoned": "cordoned", "NotReady": "NotReady"}  # why-not reasons by their `excluded` key, the usual ones
 _OUT = NodeSpec("", False, "not counted", "", 0, 0, ())  # the side of a join or leave where the node is not counted
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
 # Key moves left waiting, at most (and at most the lag's limit): each costs a query settling it about one taint event
@@ -172,11 +173,12 @@ class PlacementIndex(Reservations):
             return
         if state is not None:
             prev = state.spec
-            if prev is not None and prev.gpus > 0:  # the usual event: compare the parts placement reads, read what changed
+            # (NodeSpec fields by position, as `_respec` reads them: 3 model, 4 gpus, 6 paths)
+            if prev is not None and prev[4] > 0:  # the usual event: compare the parts placement reads, read what changed
                 spec = reread(state, node, meta, self.topologies, self.gpu_models, self.tolerated)
                 if spec is None:
                     return
-                if spec.model is prev.model and spec.paths is prev.paths and spec.gpus > 0 and not (self._rekeys and state in self._rekeys):
+                if spec[3] is prev[3] and spec[6] is prev[6] and spec[4] > 0 and not (self._rekeys and state in self._rekeys):
                     self._respec(state, prev, spec)  # what `_set_spec` decides, for a node whose key move is not waiting
                 else:
                     self._set_spec(state, spec)
@@ -208,8 +210,8 @@ class PlacementIndex(Reservations):
         if in_place and self._rekey(state, old, spec):  # a blocking taint added or gone: same domains, other key
             return
         self.version += 1
-        if old is not None and old.gpus > 0:
-            if old.eligible:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
+        if old is not None and old[4] > 0:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 3 model, 4 gpus, 5 memory)
+            if old[1]:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
                 if not respec_whole(state, old, _OUT):
                     join(state, state.contribution(), resource_part(state), -1)
             elif old.why_not:
@@ -218,16 +220,16 @@ class PlacementIndex(Reservations):
             if not in_place:
                 self._detach(state)
         state.spec = spec
-        if spec is None or spec.gpus <= 0:
+        if spec is None or spec[4] <= 0:
             return
         if in_place:  # a taint added or gone: the same domains, the aggregates of the other model key
             self._reaggregate(state)
         else:
             self._attach(state)
-        if spec.gpus > self.max_gpus or self.model_memory.get(spec.model) != spec.memory:
+        if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
             self._note_model(spec)
         self._count_labels(spec, +1)
-        if spec.eligible:  # it joins its aggregates (by arithmetic when no device is shared)
+        if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
             if not respec_whole(state, _OUT, spec):
                 join(state, state.contribution(), resource_part(state), +1)
         else:
@@ -237,24 +239,27 @@ class PlacementIndex(Reservations):
         """A node's spec changed but not its model key nor its place in any topology: move its contribution in the
         domains it is in (O(depth), as a pod event does), and count only the labels that changed."""
         self.version += 1
-        if old.labels is not spec.labels:
-            self.labels[spec.model].replace(old.labels, spec.labels)
-            if spec.taints:  # a tainted key's node: counted in its model's counts too
-                self.labels[self.variants[spec.model][0]].replace(old.labels, spec.labels)
-        if old.eligible != spec.eligible or old.why_not != spec.why_not:  # `_count_excluded`, inlined
+        # NodeSpec fields by position (`respec_whole` says why): name, eligible, why_not, model, gpus, memory, paths,
+        # taints, cpu, ram, pods, labels
+        _n, e0, why0, _m, g0, mem0, _p, _t, cpu0, ram0, pods0, labels0 = old
+        _n, e1, why1, model, g1, mem1, _p, taints, cpu1, ram1, pods1, labels1 = spec
+        if labels0 is not labels1:
+            self.labels[model].replace(labels0, labels1)
+            if taints:  # a tainted key's node: counted in its model's counts too
+                self.labels[self.variants[model][0]].replace(labels0, labels1)
+        if e0 != e1 or why0 != why1:  # `_count_excluded`, inlined
             excluded = self.excluded
-            if not old.eligible:
-                key = (old.why_not or "excluded").split(" ", 1)[0]
+            if not e0:
+                key = _WHY_KEY.get(why0) or (why0 or "excluded").split(" ", 1)[0]
                 excluded[key] = excluded.get(key, 0) - 1
-            if not spec.eligible:
-                key = (spec.why_not or "excluded").split(" ", 1)[0]
+            if not e1:
+                key = _WHY_KEY.get(why1) or (why1 or "excluded").split(" ", 1)[0]
                 excluded[key] = excluded.get(key, 0) + 1
-        # eligible, (gpus, memory), (cpu, ram, pods): compared as slices of the two tuples, the fields in NodeSpec order
-        if old[1] == spec[1] and old[4:6] == spec[4:6] and old[8:11] == spec[8:11]:
+        if e0 == e1 and g0 == g1 and mem0 == mem1 and cpu0 == cpu1 and ram0 == ram1 and pods0 == pods1:
             state.spec = spec  # labels only (or a why-not reason): what the node adds to its domains is unchanged
             return
-        if spec.gpus != old.gpus or spec.memory != old.memory:
-            reserve_devices(spec.gpus)
+        if g1 != g0 or mem1 != mem0:
+            reserve_devices(g1)
             self._note_model(spec)
         if respec_whole(state, old, spec):  # the usual node (no shared device): arithmetic on its counters
             state.spec = spec
@@ -344,11 +349,12 @@ class PlacementIndex(Reservations):
     def _count_labels(self, spec: NodeSpec, sign: int) -> None:
         """Count (+1) or forget (-1) a node's labels under its model, and under its variant key when tainted."""
         labels = self.labels
-        for key in ((self.variants[spec.model][0], spec.model) if spec.taints else (spec.model,)):
+        model, node_labels = spec[3], spec[11]  # (NodeSpec fields by position: 3 model, 7 taints, 11 labels)
+        for key in ((self.variants[model][0], model) if spec[7] else (model,)):
             counts = labels.get(key)
             if counts is None:
                 counts = labels[key] = LabelCounts()
-            counts.add(spec.labels, sign)
+            counts.add(node_labels, sign)
 
     def passes_all(self, flt, keys: tuple[str, ...]) -> bool:
         """Whether every tracked node of these model keys passes the node filter."""
@@ -371,26 +377,47 @@ class PlacementIndex(Reservations):
         self.excluded[key] = self.excluded.get(key, 0) + delta
 
     def _attach(self, state: NodeState) -> None:
+        """File the node in its domains and take its aggregates for its model key, in one walk down each tree."""
+        spec = state.spec
+        _n, _e, _w, model, gpus, _m, paths, _t, _c, _r, _s, _l = spec  # by position: see `_respec`
         root = self.flat.root
         root.nodes[state] = None
+        agg = root.aggs.get(model)
         domains = [root]
-        for tree, path in zip(self.trees.values(), state.spec.paths):
+        aggs = [agg if agg is not None else root.agg_for(model)]
+        ranked = []  # the aggs of domains below a root: those filed in level buckets
+        for tree, path in zip(self.trees.values(), paths):
             if path is None:
                 continue  # Kueue likewise ignores nodes lacking any level label of a topology
             # A node added back (or moved) usually finds its domains: walk the children, no chain copies
             domain = tree.root
-            chain = [domain]
+            top = len(domains)
+            agg = domain.aggs.get(model)
+            domains.append(domain)
+            aggs.append(agg if agg is not None else domain.agg_for(model))
             for value in path:
-                domain = domain.children.get(value)
-                if domain is None:
-                    chain = tree.domains_for(path)  # a domain first seen: created there
+                child = domain.children.get(value)
+                if child is None:  # a domain first seen: the rest of the chain is created there
+                    for domain in tree.domains_for(path)[len(domains) - top:]:
+                        agg = domain.agg_for(model)
+                        domains.append(domain)
+                        aggs.append(agg)
+                        ranked.append(agg)
                     break
-                chain.append(domain)
-            chain[-1].nodes[state] = None
-            domains.extend(chain)
+                domain = child
+                agg = domain.aggs.get(model)
+                if agg is None:
+                    agg = domain.agg_for(model)
+                domains.append(domain)
+                aggs.append(agg)
+                ranked.append(agg)
+            domain.nodes[state] = None
         state.domains = tuple(domains)
+        state.aggs = tuple(aggs)
+        state.ranked = tuple(ranked)
         state.alt = None
-        self._reaggregate(state)
+        if gpus >= len(_GV):
+            reserve_devices(gpus)  # every h an event can meet has its packed delta ready
 
     def _reaggregate(self, state: NodeState) -> None:
         """The node's aggregates: its domains' for its model key."""

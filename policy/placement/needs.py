@@ -218,25 +218,43 @@ class LabelCounts:
             for k, v in labels.items():
                 if type(v) is not str:
                     v = str(v)
-                values = by_key.get(k)
-                if values is None:
+                try:
+                    values = by_key[k]  # (a `try` costs nothing until it catches: cheaper than `.get` and a test)
+                except KeyError:
                     by_key[k] = {v: 1}
-                else:
-                    values[v] = values.get(v, 0) + 1
+                    continue
+                values[v] = values.get(v, 0) + 1
             return
-        for k, v in labels.items():  # a key left without values keeps its empty dict: the next node's finds it
-            if type(v) is not str:
-                v = str(v)
-            values = by_key.get(k)
-            if values is None:
-                values = by_key[k] = {}
-            n = values.get(v, 0) + sign
-            if n > 0:
-                values[v] = n
-            elif n == 0:
-                del values[v]
-            else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
-                values[v] = n
+        if sign == -1:  # a node deleted (or its taint's key left): every pair it was counted with is there, at ≥ 1
+            for k, v in labels.items():
+                try:
+                    values = by_key[k]
+                    n = values[v] - 1  # a value not a str is counted as its text: not found as itself, so below
+                except (KeyError, TypeError):
+                    self._move(k, v, sign)
+                    continue
+                if n:
+                    values[v] = n
+                else:
+                    del values[v]
+            return
+        for k, v in labels.items():
+            self._move(k, v, sign)
+
+    def _move(self, k, v, sign: int) -> None:
+        """Move one pair's count by `sign`, wherever it stands (a value not a str, a pair not counted): the general case."""
+        if type(v) is not str:
+            v = str(v)
+        values = self.by_key.get(k)
+        if values is None:  # a key left without values keeps its empty dict: the next node's finds it
+            values = self.by_key[k] = {}
+        n = values.get(v, 0) + sign
+        if n > 0:
+            values[v] = n
+        elif n == 0:
+            del values[v]
+        else:  # forgetting more than was counted (never, when counts are consistent): kept, as a negative count
+            values[v] = n
 
     def replace(self, old: Mapping, new: Mapping) -> None:
         """One node's labels went from `old` to `new`: count only the pairs that changed (a node has dozens of labels;

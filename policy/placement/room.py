@@ -36,7 +36,7 @@ def judge(index, demand: Demand, keys: tuple[str, ...]) -> tuple[bool, bool]:
     memo = index.exact_memo
     if memo[0] == index.version and memo[1] is demand:
         return memo[2], memo[3]
-    aggs = [agg for key in keys if (agg := index.flat.root.aggs.get(key)) is not None and agg.nodes]
+    aggs = [agg for key in keys if (agg := index.flat.root.aggs.get(key)) is not None and agg.vec]
     exact = all(certain(agg, demand, index.max_gpus) for agg in aggs)
     ok = exact or any(bound(agg, demand) != 0 for agg in aggs)
     index.exact_memo = (index.version, demand, exact, ok)
@@ -58,7 +58,7 @@ def exact_cap(domain: Domain, demand: Demand, per_gpu: int | None, keys: tuple[s
     gpu = domain.capacity(demand, per_gpu, keys, memory)
     if not gpu:
         return 0
-    aggs = [agg for key in keys if (agg := domain.aggs.get(key)) is not None and agg.nodes]
+    aggs = [agg for key in keys if (agg := domain.aggs.get(key)) is not None and agg.vec]
     if all(certain(agg, demand) for agg in aggs):
         return gpu
     if all(bound(agg, demand) == 0 for agg in aggs):
@@ -118,7 +118,7 @@ def most_per_node(index, demand: Demand, keys: tuple[str, ...]) -> int:
     best = 0
     for key in keys:
         agg = index.flat.root.aggs.get(key)
-        top = most_free(agg) if agg is not None and agg.nodes else None
+        top = most_free(agg) if agg is not None and agg.vec else None
         if top is None:
             continue
         cpu, ram, slots = top
@@ -139,7 +139,7 @@ def room_bound(index, domain: Domain, demand: Demand, per_gpu: int | None, keys:
     memory = index.model_memory
     for key in keys:
         agg = domain.aggs.get(key)
-        if agg is None or not agg.nodes:
+        if agg is None or not agg.vec:
             continue
         gpu = domain.capacity(demand, per_gpu, (key,), memory)
         by_res = bound(agg, demand)

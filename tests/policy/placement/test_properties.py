@@ -212,6 +212,9 @@ def check_aggregates(idx: PlacementIndex) -> None:
                 hist, partial = want.get(model, ({}, {}))
                 got_hist = {h: c for h, c in enumerate(agg.hist) if c} if agg else {}
                 assert got_hist == hist, (d.path, model)
+                # the node count is derived from the histogram, and hot readers test `agg.vec` for "no node counted"
+                assert (agg.nodes if agg else 0) == sum(hist.values()), (d.path, model)
+                assert agg is None or bool(agg.vec) == bool(hist), (d.path, model)
                 assert (agg.partial if agg else {}) == partial, (d.path, model)
                 if agg and sums(agg) is not None:
                     want_sums = [0, 0, 0]
