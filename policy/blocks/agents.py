@@ -53,8 +53,8 @@ def is_marked_agent(labels: Mapping[str, str]) -> bool:
             return True
     if len(_PLAIN_KEYS) + len(labels) > PLAIN_KEYS_CAP:
         _PLAIN_KEYS.clear()
-    _PLAIN_KEYS.update(labels)
-    _PLAIN_KEYS.discard(AGENT_LABEL)
+    # Never added, not added-then-discarded: a request decided on another thread meanwhile must not find it there.
+    _PLAIN_KEYS.update(key for key in labels if key != AGENT_LABEL)
     return False
 
 
