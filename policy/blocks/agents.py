@@ -28,15 +28,33 @@ UNKNOWN_IDENTITY = "UnknownIdentity"
 _LABEL_GOVERNED_OPS = frozenset({"CREATE", "UPDATE"})
 
 
+# Label keys seen that mark nothing: whether a key marks an agent depends on the key alone, so an entry is never
+# stale; one C-level superset test replaces a startswith call per label on every request. The value of
+# AGENT_LABEL matters, so it is never remembered.
+_PLAIN_KEYS: set = set()
+PLAIN_KEYS_CAP = 4096  # distinct keys remembered; past it the memo starts over (label keys are the users', not bounded)
+
+
+def marks_agent(key) -> bool:
+    """Whether label `key` alone marks its workload an agent (a key in an `agents.*` domain)."""
+    return type(key) is str and key.startswith("agents.") and "/" in key
+
+
 def is_marked_agent(labels: Mapping[str, str]) -> bool:
     """True when the labels mark the workload an agent (see module doc)."""
     if not labels:
         return False
+    if _PLAIN_KEYS.issuperset(labels):  # every key known to mark nothing (AGENT_LABEL is never among them)
+        return False
     if labels.get(AGENT_LABEL) == "true":
         return True
     for key in labels:
-        if key.startswith("agents.") and "/" in key:
+        if marks_agent(key):
             return True
+    if len(_PLAIN_KEYS) + len(labels) > PLAIN_KEYS_CAP:
+        _PLAIN_KEYS.clear()
+    # Never added, not added-then-discarded: a request decided on another thread meanwhile must not find it there.
+    _PLAIN_KEYS.update(key for key in labels if key != AGENT_LABEL)
     return False
 
 

@@ -51,6 +51,8 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
     declared = ", ".join(sorted(by_name))
     default = next((p for p in priorities if p.default), None)
     unknown_location = where(priorities[0].span)
+    # Block id and location per class, built once: a pod of a declared class formats nothing unless explained.
+    ids = {p.name: (f"priority {p.name}", where(p.span)) for p in priorities}
 
     def check(ctx: Context) -> None:
         w = ctx.w
@@ -60,7 +62,7 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
         if cls is None:
             if default is None or (w.kind != "Pod" and not is_priority_group(w) and not w.template_paths):
                 return
-            block = f"priority {default.name}"
+            block, location = ids[default.name]
             ctx.blocks.append(block)
             value, policy, live = live_fields(default, ctx.snapshot)
             if ctx.mutate and w.template_paths:  # a workload object: its pods get the class from each template
@@ -72,14 +74,17 @@ def make_check(priorities: tuple[ir.Priority, ...], mode: str) -> Callable[[Cont
                 if w.kind == "Pod":  # a PodGroup has no preemptionPolicy
                     members["preemptionPolicy"] = policy
                 ctx.patch.set_members(("spec",), members)
-            source = "the live class" if live else "declared; no such class in the cluster yet"
-            ctx.note(block, where(default.span), f"no priority class named; default {default.name} ({value}, {policy}: {source}) applies")
+            if ctx.trace is not None:
+                source = "the live class" if live else "declared; no such class in the cluster yet"
+                ctx.note(block, location, f"no priority class named; default {default.name} ({value}, {policy}: {source}) applies")
             return
-        p = by_name.get(cls)
-        if p is not None:
-            ctx.blocks.append(f"priority {p.name}")
-            live = f"; the live class says {w.priority}" if w.priority is not None and w.priority != p.value else ""
-            ctx.note(f"priority {p.name}", where(p.span), f"class {cls} is declared ({p.value}){live}")
+        if cls in ids:  # `in` + subscript, not .get: this runs on every pod of a declared class
+            block, location = ids[cls]
+            ctx.blocks.append(block)
+            if ctx.trace is not None:  # a note is only read by --explain: do not format it otherwise
+                p = by_name[cls]
+                live = f"; the live class says {w.priority}" if w.priority is not None and w.priority != p.value else ""
+                ctx.note(block, location, f"class {cls} is declared ({p.value}){live}")
             return
         if cls in SYSTEM_CLASSES:
             return

@@ -106,15 +106,19 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
     one = None
     found = None
     for key in limits:
+        if key in _STANDARD:  # cpu, memory: no GPU prefix, a valid name (a set hit, not a startswith per key)
+            continue
         if key.startswith(_PREFIXES):
             if one is None:
                 one = key
             else:
                 found = found or {one: "limits"}
                 found[key] = "limits"
-        elif key not in _STANDARD and not shape.valid_resource_name(key):
+        elif not shape.valid_resource_name(key):
             problems.append(shape.bad_resource_name(key, f"spec.{where}[{index}].resources.limits[{key}]"))
     for key in requests:
+        if key in _STANDARD:
+            continue
         if key.startswith(_PREFIXES):
             if key in limits and requests[key] != limits[key] and _differ(requests[key], limits[key]):
                 problems.append(_contradicts(key, requests[key], limits[key], f"spec.{where}[{index}].resources"))
@@ -123,7 +127,7 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
             elif key != one or found is not None:
                 found = found or {one: "requests" if one in requests else "limits"}
                 found[key] = "requests"
-        elif key not in _STANDARD and not shape.valid_resource_name(key):
+        elif not shape.valid_resource_name(key):
             problems.append(shape.bad_resource_name(key, f"spec.{where}[{index}].resources.requests[{key}]"))
     if one is None:
         return None

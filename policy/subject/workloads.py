@@ -153,38 +153,59 @@ def owner_keys(w) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Controller reference -> the hold keys it may name, in lookup order: a pure function of (namespace, kind, name,
+# pod-template-hash), so an entry is never stale whatever holds come and go (each key is still looked up in the
+# holds on every call). The keys come out with their hash cached, so a member pod builds no string per request.
+_REF_KEYS: dict[tuple, tuple[str, ...]] = {}
+REF_KEYS_CAP = 4096  # distinct controllers remembered; past it the memo starts over (names are the cluster's, not bounded)
+
+
+def ref_hold_keys(ns: str, kind, name, h) -> tuple[str, ...]:
+    """The hold keys a pod's controller reference (`kind`, `name`; `h` its pod-template-hash label) may name, in lookup order."""
+    out = []
+    if kind == "ReplicaSet" and h:  # an empty hash names no Deployment (as owner_keys reads it)
+        deployment, _, tail = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
+        if tail == h and deployment:
+            out.append(f"wl:{ns}/Deployment/{deployment}")
+    if kind in HELD_KINDS:
+        out.append(f"wl:{ns}/{kind}/{name}")
+        if kind == "RayCluster":
+            out.extend(f"wl:{ns}/{parent}/{job}" for job in ray_job_names(name) for parent in RAY_PARENTS)
+    return tuple(out)
+
+
+def _remember_ref(memo_key: tuple) -> tuple[str, ...]:
+    ns, kind, name, h = memo_key
+    keys = ref_hold_keys(ns, kind, name, h)
+    if type(kind) is str and type(name) is str:  # 1 == True as dict keys: only strings are remembered
+        if len(_REF_KEYS) >= REF_KEYS_CAP:
+            _REF_KEYS.clear()
+        _REF_KEYS[memo_key] = keys
+    return keys
+
+
 def owner_hold_in(w, holds) -> str | None:
     """The first of `owner_keys(w)` that is a key of `holds`, found without building them all (the member pod's hot path).
 
     Runs on every pod while any workload holds quota, so the common member (one
-    controller reference, as the API server writes it) costs one key built and one dict
-    hit: plain subscripts inside a `try` (free in CPython 3.11 when nothing raises); an
-    object of another shape raises there and is looked up field by field instead.
+    controller reference, as the API server writes it) costs one memo hit and one dict
+    hit per candidate key: plain subscripts inside a `try` (free in CPython 3.11 when
+    nothing raises); an object of another shape raises there and is looked up field by field instead.
     """
     try:
         refs = w.obj["metadata"].get("ownerReferences")
         if refs:
             for ref in refs:
                 if ref.get("controller") is True:
-                    kind, name = ref["kind"], ref["name"]
-                    if kind == "ReplicaSet":
-                        h = w.labels.get("pod-template-hash")  # one lookup, not `in` + subscript
-                        if h:  # an empty hash names no Deployment (as owner_keys reads it)
-                            deployment, _, tail = name.rpartition("-")  # a Deployment's ReplicaSet is `deployment-<pod-template-hash>`
-                            if tail == h and deployment:
-                                key = f"wl:{w.namespace}/Deployment/{deployment}"
-                                if key in holds:
-                                    return key
-                    if kind in HELD_KINDS:
-                        key = f"wl:{w.namespace}/{kind}/{name}"
+                    kind = ref["kind"]
+                    memo_key = (w.namespace, kind, ref["name"], w.labels.get("pod-template-hash") if kind == "ReplicaSet" else None)
+                    try:
+                        keys = _REF_KEYS[memo_key]
+                    except KeyError:
+                        keys = _remember_ref(memo_key)
+                    for key in keys:
                         if key in holds:
                             return key
-                        if kind == "RayCluster":
-                            for job in ray_job_names(name):
-                                for parent in RAY_PARENTS:
-                                    key = f"wl:{w.namespace}/{parent}/{job}"
-                                    if key in holds:
-                                        return key
         labels = w.labels
         if labels:  # inline, not a call: a plain pod (no owner) runs this on every request while any workload holds
             for label, kinds in OWNER_LABELS:

@@ -138,3 +138,25 @@ def test_upstream_podgroup_default_sets_class_and_priority_only():
     ctx = Context(Workload(kind="PodGroup", namespace="a", pods=2, gpus=1000, total_gpus=2000, obj=other), snap, 0.0, mutate=True)
     check(ctx)
     assert ctx.patch_ops() == ()
+
+
+@pytest.mark.parametrize(
+    "klass, live_priority, want_blocks, want_note",
+    [
+        ("prod", None, ("priority prod",), "class prod is declared (500)"),
+        ("prod", 7, ("priority prod",), "class prod is declared (500); the live class says 7"),
+        (None, None, ("priority batch",), "no priority class named; default batch (100, Never: declared; no such class in the cluster yet) applies"),
+    ],
+)
+def test_the_priority_note_is_written_when_explaining_and_the_blocks_are_the_same_either_way(klass, live_priority, want_blocks, want_note):
+    """The note is formatted only for --explain (not on every pod): explain still shows it, decide names the same blocks."""
+    obj = pod(gpus=1, priority_class=klass)
+    if live_priority is not None:
+        obj["spec"]["priority"] = live_priority
+    req = wrap_manifest(obj, user="alice", groups=[], operation="CREATE")["request"]
+    engine = Engine(policy(priorities=CLASSES))
+    decision, trace, _ = engine.explain(req, ClusterSnapshot(), 0.0)
+    assert decision.blocks == want_blocks
+    assert [(b, t) for b, _, t in trace if b.startswith("priority")] == [(want_blocks[0], want_note)]
+    assert all(loc.count(":") >= 2 for b, loc, _ in trace if b.startswith("priority"))  # path:line:col
+    assert engine.decide(req, ClusterSnapshot(), 0.0, reserve=False).blocks == want_blocks
