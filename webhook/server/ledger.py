@@ -153,6 +153,7 @@ class ClusterLedger(Escrow):
         self.replica = replica or uuid.uuid4().hex[:12]
         self.shards: dict[str, Shard] = {}
         self.remote: dict[str, dict[str, tuple]] = {}  # key (a slice's: key@shard) -> shard name -> (holds, expiry) of another replica
+        self.sums: set[str] = set()  # the keys of `remote` that are other replicas' slice-pod sums (looked at on every keeper tick)
         self.synced = False
         self.error: str | None = None
         self.roots: dict[str, str] = {}
@@ -236,11 +237,14 @@ class ClusterLedger(Escrow):
                 _tally(net, held[0], +1)
             if prev != held:
                 self.remote.setdefault(local, {})[shard.name] = held
+                if local.startswith(admitted.PREFIX):
+                    self.sums.add(local)
                 changed.add(local)
         for key in changed:
             per = self.remote.get(key) or {}
             if not per:
                 self.remote.pop(key, None)
+                self.sums.discard(key)
                 ledger.release(key)
                 continue
             ns, _, name = key.partition("/")
@@ -267,8 +271,9 @@ class ClusterLedger(Escrow):
         pods_rv = self._pods_rv()
         if pods_rv is None:
             return
-        for key in [k for k in self.remote if k.startswith(admitted.PREFIX) and admitted.shown_by(k, pods_rv)]:
-            del self.remote[key]
+        for key in [k for k in self.sums if admitted.shown_by(k, pods_rv)]:
+            self.sums.discard(key)
+            self.remote.pop(key, None)
             self.holds.release(key)
 
     def _recompute(self, key: str, now: float | None = None) -> bool:
