@@ -21,6 +21,8 @@ import resource
 import sys
 import time
 
+from webhook.bench.floor import Floor
+
 RACK_NODES = 32
 BLOCK_RACKS = 16
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -271,8 +273,11 @@ def run(args) -> int:
             after_burst.append(((time.perf_counter_ns() - t0) / 1e6, (time.thread_time_ns() - c0) / 1e6))
     # Node events: a change placement sees and its undoing (MODIFIED), and every 5th node deleted and added back.
     node_samples: dict[str, tuple[list[float], list[float]]] = {}
+    floor = Floor()  # the machine's own tail, timed at the same moments
 
     def timed(what: str, apply, event: str, obj: dict) -> None:
+        if what != "heartbeat":
+            floor.sample()
         c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         apply(event, obj)
         wall, cpu_ms = (time.perf_counter_ns() - t0) / 1e6, (time.thread_time_ns() - c0) / 1e6
@@ -318,6 +323,9 @@ def run(args) -> int:
     figures["event_node_cpu_p50_ms"] = round(_pct(node_cpu, 0.5), 4)
     figures["event_node_cpu_p99_ms"] = round(_pct(node_cpu, 0.99), 4)
     figures["event_node_runs"] = len(node_wall)
+    figures["machine_floor"] = floor.figures()
+    p50 = figures["event_node_p50_ms"]
+    figures["event_node_tail_ratio"] = round(figures["event_node_p99_ms"] / p50, 2) if p50 else None
     figures["event_stay_bind_p50_ms"] = round(_pct(stay, 0.5), 4)
     figures["event_stay_bind_p99_ms"] = round(_pct(stay, 0.99), 4)
     figures["event_stay_bind_cpu_p99_ms"] = round(_pct(stay_cpu, 0.99), 4)
@@ -377,6 +385,11 @@ def _print_table(f: dict) -> None:
     out(f"node event (a change placement sees, or its undoing; deleted; added): p50 {f['event_node_p50_ms'] * 1000:.1f} µs, "
         f"p99 {f['event_node_p99_ms'] * 1000:.1f} µs, cpu p99 {f['event_node_cpu_p99_ms'] * 1000:.1f} µs over {f['event_node_runs']} events\n")
     out("  " + ", ".join(f"{k} {v['p50_ms'] * 1000:.1f}/{v['p99_ms'] * 1000:.1f}" for k, v in f["node_events"].items()) + " µs (p50/p99)\n")
+    fl = f["machine_floor"]
+    if fl.get("runs"):
+        out(f"  the machine's own tail: a loop of fixed work ({fl['loop']} additions) timed before each of them: "
+            f"p50 {fl['p50_ms'] * 1000:.1f} µs, p99 {fl['p99_ms'] * 1000:.1f} µs (p99 = {fl['tail_ratio']}x p50; "
+            f"node events {f['event_node_tail_ratio']}x)\n")
     out(f"taints that stay (their key moves done for real): p50 {f['event_taint_stay_p50_ms'] * 1000:.1f} µs, "
         f"p99 {f['event_taint_stay_p99_ms'] * 1000:.1f} µs (cpu p99 {f['event_taint_stay_cpu_p99_ms'] * 1000:.1f} µs); "
         f"a query after each 100 (it does the waiting moves): p99 {f['query_after_100_taints_p99_ms']:.3f} ms "

@@ -25,6 +25,11 @@ def test_bench_place_times_every_node_change_its_undoing_and_deletes_and_adds(ca
     assert 0 < out["event_node_p50_ms"] <= out["event_node_p99_ms"]
     assert out["budgets"]["node_event_p99_le_0.05ms"] == (out["event_node_p99_ms"] <= 0.05)
     assert "pod_delete_p99_le_0.05ms" in out["budgets"]
+    # the fixed-work loop is timed once before every pooled event, never before a heartbeat
+    floor = out["machine_floor"]
+    assert floor["runs"] == out["event_node_runs"] and 0 < floor["p50_ms"] <= floor["p99_ms"]
+    assert floor["tail_ratio"] == round(floor["p99_ms"] / floor["p50_ms"], 2) or abs(
+        floor["tail_ratio"] - floor["p99_ms"] / floor["p50_ms"]) < 0.05
 
 
 def test_bench_place_table_prints_the_node_event_line(capsys):
@@ -33,6 +38,7 @@ def test_bench_place_table_prints_the_node_event_line(capsys):
     text = capsys.readouterr().out
     assert code == 0
     assert "node event (a change placement sees" in text and "taint undone" in text and "node_event_p99_le_0.05ms" in text
+    assert "the machine's own tail: a loop of fixed work (400 additions)" in text
 
 
 @pytest.mark.parametrize("bad", ["0", "-3"])
