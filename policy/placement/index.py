@@ -24,6 +24,10 @@ FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU nod
 # (tens of µs), so a query pays at most 8 of them; an event beyond settles the oldest.
 REKEY_LIMIT = 8
 ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
+# Deleted nodes remembered, at most (oldest forgotten first): a node deleted then added back under its name (repaired,
+# re-registered by its kubelet) is read against the view it left and re-filed in the domains it left, when its label
+# paths and model key are unchanged (a domain and its aggregates, once made, are never dropped: the same objects).
+GHOST_LIMIT = 256
 
 
 def _kind(obj: Mapping) -> str | None:
@@ -88,6 +92,10 @@ class PlacementIndex(Reservations):
         # key's are the model's minus its variants' (`needs.Untainted`), so a taint counts a node's labels once.
         self.labels: dict[str, LabelCounts] = {}
         self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): room.judge
+        # Recently deleted nodes: name -> (the spec it was counted as, its domains, aggs and ranked aggs, the raw taints
+        # and allocatable that spec was read from); see GHOST_LIMIT (0: none kept, every node added is read afresh).
+        self._ghosts: dict[str, tuple] = {}
+        self.ghost_limit = GHOST_LIMIT
 
     # ---- building ----------------------------------------------------------------------
     @classmethod
@@ -183,6 +191,11 @@ class PlacementIndex(Reservations):
                 else:
                     self._set_spec(state, spec)
                 return
+        if self._ghosts and (state is None or state.spec is None):
+            ghost = self._ghosts.pop(name, None)
+            if ghost is not None:
+                self._revive(state, name, node, meta, ghost)
+                return
         spec = read_node(node, self.topologies, self.gpu_models, self.tolerated, state.spec if state is not None else None)
         if spec.gpus <= 0 and state is None:
             return  # CPU-only nodes are not tracked at all
@@ -192,7 +205,34 @@ class PlacementIndex(Reservations):
         if state.spec != spec:  # status heartbeats change nothing placement reads: skip them cheaply
             self._set_spec(state, spec)
 
-    def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
+    def _revive(self, state: NodeState | None, name: str, node: Mapping, meta: Mapping, ghost: tuple) -> None:
+        """A node added back after its deletion (`GHOST_LIMIT`): its object compared part by part with the one it left
+        (`reread`), and when its label paths and model key are unchanged, filed again in the domains it left."""
+        old, domains, aggs, ranked, taints_raw, alloc_raw = ghost
+        probe = state if state is not None else NodeState(name)
+        probe.spec, probe.taints_raw, probe.alloc_raw = old, taints_raw, alloc_raw
+        spec = reread(probe, node, meta, self.topologies, self.gpu_models, self.tolerated)
+        probe.spec = None
+        if spec is None:
+            spec = old  # what it was: equal to a fresh read (`reread`)
+        elif spec[4] <= 0:  # no GPUs now
+            if state is not None:  # held pods keep it tracked, without aggregates
+                self._set_spec(state, spec)
+            return  # else not tracked, as a CPU-only node
+        if state is None:
+            state = self.nodes[name] = probe
+        # (NodeSpec fields by position: 3 model, 6 paths) the same domains and key: the same chain a walk would find
+        same = spec is old or (spec[3] == old[3] and spec[6] == old[6])
+        self._set_spec(state, spec, (domains, aggs, ranked) if same else None)
+
+    def _bury(self, state: NodeState, spec: NodeSpec) -> None:
+        """Remember a node being deleted, counted as `spec` in its domains (`_revive` reads it back)."""
+        ghosts = self._ghosts
+        ghosts[state.name] = (spec, state.domains, state.aggs, state.ranked, state.taints_raw, state.alloc_raw)
+        if len(ghosts) > self.ghost_limit:
+            del ghosts[next(iter(ghosts))]
+
+    def _set_spec(self, state: NodeState, spec: NodeSpec | None, chain: tuple | None = None) -> None:
         rekeys = self._rekeys
         if rekeys and state in rekeys:  # its key move waits: undone (nothing to do), or done before this change
             counted = rekeys[state]
@@ -218,12 +258,16 @@ class PlacementIndex(Reservations):
                 self._count_excluded(old.why_not, -1)
             self._count_labels(old, -1)
             if not in_place:
+                if spec is None and self.ghost_limit:
+                    self._bury(state, old)
                 self._detach(state)
         state.spec = spec
         if spec is None or spec[4] <= 0:
             return
         if in_place:  # a taint added or gone: the same domains, the aggregates of the other model key
             self._reaggregate(state)
+        elif chain is not None:
+            self._reattach(state, chain)
         else:
             self._attach(state)
         if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
@@ -418,6 +462,25 @@ class PlacementIndex(Reservations):
         state.alt = None
         if gpus >= len(_GV):
             reserve_devices(gpus)  # every h an event can meet has its packed delta ready
+
+    def _reattach(self, state: NodeState, chain: tuple) -> None:
+        """File the node in the domains it was deleted from (`_revive`): what `_attach` finds for the same label paths
+        and model key, without the walk. Each tree's chain is its root then one domain per path value, the node filed
+        in the last (and in the flat root, first)."""
+        domains, aggs, ranked = chain
+        domains[0].nodes[state] = None
+        i = 0
+        for _tree, path in zip(self.trees.values(), state.spec[6]):
+            if path is not None:
+                i += len(path) + 1
+                domains[i].nodes[state] = None
+        state.domains = domains
+        state.aggs = aggs
+        state.ranked = ranked
+        state.alt = None
+        gpus = state.spec[4]
+        if gpus >= len(_GV):
+            reserve_devices(gpus)
 
     def _reaggregate(self, state: NodeState) -> None:
         """The node's aggregates: its domains' for its model key."""
