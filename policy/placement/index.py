@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import _GV, Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
+from policy.placement.aggregates import _GV, Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, join_whole, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, Untainted, pod_requests
@@ -18,7 +18,6 @@ from policy.placement.result import GangRequest, PlacementReason, PlacementResul
 from policy.subject.model import PodSet
 
 _WHY_KEY = {"cordoned": "cordoned", "NotReady": "NotReady"}  # why-not reasons by their `excluded` key, the usual ones
-_OUT = NodeSpec("", False, "not counted", "", 0, 0, ())  # the side of a join or leave where the node is not counted
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
 # Key moves left waiting, at most (and at most the lag's limit): each costs a query settling it about one taint event
 # (tens of µs), so a query pays at most 8 of them; an event beyond settles the oldest.
@@ -252,7 +251,7 @@ class PlacementIndex(Reservations):
         self.version += 1
         if old is not None and old[4] > 0:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 3 model, 4 gpus, 5 memory)
             if old[1]:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
-                if not respec_whole(state, old, _OUT):
+                if not join_whole(state, old, -1):
                     join(state, state.contribution(), resource_part(state), -1)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
@@ -274,7 +273,7 @@ class PlacementIndex(Reservations):
             self._note_model(spec)
         self._count_labels(spec, +1)
         if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
-            if not respec_whole(state, _OUT, spec):
+            if not join_whole(state, spec, +1):
                 join(state, state.contribution(), resource_part(state), +1)
         else:
             self._count_excluded(spec.why_not or "excluded", +1)

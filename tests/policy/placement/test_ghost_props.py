@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.policy.placement.placement_builders import BLOCK, H100, L4, MODELS, RACK, node, pod
 from tests.policy.placement.test_lag_props import PROBES, _state
-from tests.policy.placement.test_properties import SETTINGS, THREE, TWO, check_aggregates
+from tests.policy.placement.test_properties import SETTINGS, THREE, TWO, _check_marks, check_aggregates
 
 from policy.placement import PlacementIndex
 from policy.placement.capacity import DEFAULT_TOLERATED, read_node
@@ -73,7 +73,9 @@ def _changed(n: dict, change: str) -> dict:
 
 
 def _where(idx: PlacementIndex) -> dict:
-    """Every node's view, where it is filed (domains, aggs, ranked aggs by tree and path), and each domain's node order."""
+    """Every node's view, where it is filed (domains, aggs, ranked aggs by tree and path), and each domain's node order
+    (key moves a taint left waiting done first, as a reader does)."""
+    idx.settle_rekeys()
     out: dict = {}
     for name, state in idx.nodes.items():
         model = state.spec.model if state.spec is not None else None
@@ -163,3 +165,44 @@ def test_a_node_added_back_is_filed_as_a_fresh_attach_files_it(topologies, sizes
         assert _state(idx) == _state(fresh)
         for probe in PROBES:
             assert idx.query(probe).fits == fresh.query(probe).fits, probe
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.lists(st.sampled_from(["1", "2", "4", "0", "0.25"]), max_size=4)),
+                min_size=1, max_size=5), st.integers(0, 4), st.booleans())
+def test_a_node_joining_or_leaving_by_arithmetic_equals_the_general_join(shape, which, leave):
+    from policy.placement.aggregates import join, join_whole, resource_part
+
+    def build():
+        nodes = [node(f"n{i}", f"b{i % 2}", f"r{i % 2}", gpus=g, cpu="16", memory="64Gi", max_pods=6) for i, (g, _p) in enumerate(shape)]
+        pods = [pod(f"p{i}-{j}", f"n{i}", share="0.25", cpu="1") if s == "0.25" else pod(f"p{i}-{j}", f"n{i}", gpus=int(s), cpu="3", memory="2Gi")
+                for i, (_g, ps) in enumerate(shape) for j, s in enumerate(ps)]
+        idx = PlacementIndex(THREE, MODELS)
+        for n in nodes:
+            idx.apply_node("ADDED", n)
+        for p in pods:
+            idx.apply_pod("ADDED", p)
+        idx.lag.settle()
+        return idx
+
+    a, b = build(), build()
+    name = f"n{which % len(shape)}"
+    sa, sb = a.nodes[name], b.nodes[name]
+    if leave:  # counted now: it leaves
+        done = join_whole(sa, sa.spec, -1)
+        join(sb, sb.contribution(), resource_part(sb), -1)
+    else:  # it leaves by the general path first in both, then joins back by each
+        join(sa, sa.contribution(), resource_part(sa), -1)
+        join(sb, sb.contribution(), resource_part(sb), -1)
+        done = join_whole(sa, sa.spec, +1)
+        join(sb, sb.contribution(), resource_part(sb), +1)
+    assert done == (not sa.shared), "the arithmetic path declines a node with shared devices, and only it"
+    if not done:
+        return
+    # (the general join also marks aggs whose capacities did not move — a full node: hist[0] alone — which files nothing)
+    queued = {id(agg) for agg in a.lag.aggs}
+    for tree in (a.flat, *a.trees.values()):
+        _check_marks(tree, queued)  # every agg whose capacities moved is marked
+    assert _state(a) == _state(b)
+    if not leave:
+        check_aggregates(a)  # counted again as its spec says: equal to a recount
