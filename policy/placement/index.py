@@ -174,7 +174,11 @@ class PlacementIndex(Reservations):
         state = self.nodes.get(name)
         if event == "DELETED":
             if state is not None:
-                self._set_spec(state, None)
+                old = state.spec
+                if old is not None and old[4] > 0 and not (self._rekeys and state in self._rekeys):
+                    self._delete(state, old)  # what `_set_spec(state, None)` does for a counted node, its key settled
+                else:
+                    self._set_spec(state, None)
                 if not state.allocs:
                     del self.nodes[name]
             return
@@ -222,7 +226,48 @@ class PlacementIndex(Reservations):
             state = self.nodes[name] = probe
         # (NodeSpec fields by position: 3 model, 6 paths) the same domains and key: the same chain a walk would find
         same = spec is old or (spec[3] == old[3] and spec[6] == old[6])
-        self._set_spec(state, spec, (domains, aggs, ranked) if same else None)
+        self._enter(state, spec, (domains, aggs, ranked) if same else None)
+
+    def _enter(self, state: NodeState, spec: NodeSpec, chain: tuple | None) -> None:
+        """What `_set_spec(state, spec)` does for a node not counted (no spec) taking one with GPUs: filed in its domains
+        (those of `chain` when given, `_reattach`), then counted."""
+        self.version += 1
+        state.spec = spec
+        if chain is not None:
+            self._reattach(state, chain)
+        else:
+            self._attach(state)
+        if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
+            self._note_model(spec)
+        self._count_labels(spec, +1)
+        if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
+            if not join_whole(state, spec, +1):
+                join(state, state.contribution(), resource_part(state), +1)
+        else:
+            self._count_excluded(spec.why_not or "excluded", +1)
+
+    def _delete(self, state: NodeState, old: NodeSpec) -> None:
+        """A counted node deleted (its key move, if any, settled): it leaves its aggregates and counts, remembered
+        (`_bury`), and is taken out of the domains that file it — the flat root and each tree's deepest (`_attach`)."""
+        self.version += 1
+        if old[1]:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 6 paths)
+            if not join_whole(state, old, -1):
+                join(state, state.contribution(), resource_part(state), -1)
+        elif old[2]:
+            self._count_excluded(old[2], -1)
+        self._count_labels(old, -1)
+        if self.ghost_limit:
+            self._bury(state, old)
+        domains = state.domains
+        domains[0].nodes.pop(state, None)
+        i = 0
+        for _tree, path in zip(self.trees.values(), old[6]):
+            if path is not None:
+                i += len(path) + 1
+                domains[i].nodes.pop(state, None)
+        state.domains = state.aggs = state.ranked = ()
+        state.alt = None
+        state.spec = None
 
     def _bury(self, state: NodeState, spec: NodeSpec) -> None:
         """Remember a node being deleted, counted as `spec` in its domains (`_revive` reads it back)."""
