@@ -790,9 +790,13 @@ def join_whole(node: NodeState, spec, sign: int) -> bool:
         reserve_devices(gpus)
     free = gpus - node.whole_used
     if free <= 0:  # counted in hist[0]: no capacity, no resource part, nothing filed moves
-        d = _GV[0] if sign > 0 else -_GV[0]
-        for agg in aggs:
-            agg.vec += d
+        d = _GV[0]
+        if sign > 0:
+            for agg in aggs:
+                agg.vec += d
+        else:
+            for agg in aggs:
+                agg.vec -= d
         return True
     a, b, c = cpu - node.cpu_used, ram - node.ram_used, pods - len(node.allocs)
     if a < 0:
@@ -802,10 +806,12 @@ def join_whole(node: NodeState, spec, sign: int) -> bool:
     if c < 0:
         c = 0
     d = _GV[free] + (((b << _2W) + (a << _W) + c) << _SUMS_SHIFT)
-    if sign < 0:
-        d = -d
-    for agg in aggs:
-        agg.vec += d
+    if sign > 0:
+        for agg in aggs:
+            agg.vec += d
+    else:  # (subtracted, not added negated: no negated copy of a ~1000-bit int)
+        for agg in aggs:
+            agg.vec -= d
     counts = aggs[0].res
     if counts is not None:  # `_count_free`, inlined
         with aggs[0].domain.tree.lag.lock:
