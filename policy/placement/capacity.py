@@ -354,7 +354,7 @@ def reread(
                 paths = prev_paths  # the same objects when equal: the index tells "same domains" by identity first
         if blocking:
             model = _variant(model, blocking)
-        if model == prev_model:
+        if not same_labels and model == prev_model:
             model = prev_model  # (likewise "same key": a decoded product label is an equal string, not the same)
     if same_alloc:
         gpus, cpu, ram, pods = prev_gpus, prev_cpu, prev_ram, prev_pods
