@@ -774,6 +774,90 @@ def respec_whole(node: NodeState, old, new) -> bool:
     return True
 
 
+def join_whole(node: NodeState, spec, sign: int) -> bool:
+    """A node with no shared device, eligible as `spec`, joins (sign +1) or leaves (-1) the aggregates it is filed in (a
+    node added or deleted): what `respec_whole` does from or to a spec not counted, for one spec — one packed delta per
+    ancestor, the flat root's counts, the ranked aggs marked when it has GPU room; False (nothing done) for a node with
+    shared devices or not filed (the general path). `node.spec` is left to the caller."""
+    if node.shared:
+        return False
+    aggs = node.aggs
+    if not aggs:
+        return False
+    # NodeSpec fields by position (`respec_whole` says why): gpus 4, cpu 8, ram 9, pods 10
+    _n, _e, _w, _m, gpus, _y, _p, _t, cpu, ram, pods, _l = spec
+    if gpus >= len(_GV):
+        reserve_devices(gpus)
+    free = gpus - node.whole_used
+    if free <= 0:  # counted in hist[0]: no capacity, no resource part, nothing filed moves
+        d = _GV[0]
+        if sign > 0:
+            for agg in aggs:
+                agg.vec += d
+        else:
+            for agg in aggs:
+                agg.vec -= d
+        return True
+    a, b, c = cpu - node.cpu_used, ram - node.ram_used, pods - len(node.allocs)
+    if a < 0:
+        a = 0
+    if b < 0:
+        b = 0
+    if c < 0:
+        c = 0
+    d = _GV[free] + (((b << _2W) + (a << _W) + c) << _SUMS_SHIFT)
+    if sign > 0:
+        for agg in aggs:
+            agg.vec += d
+    else:  # (subtracted, not added negated: no negated copy of a ~1000-bit int)
+        for agg in aggs:
+            agg.vec -= d
+    counts = aggs[0].res
+    if counts is not None:  # `_count_free`, inlined
+        with aggs[0].domain.tree.lag.lock:
+            if sign > 0:
+                x = counts[0]
+                x[a] = x.get(a, 0) + 1
+                x = counts[1]
+                x[b] = x.get(b, 0) + 1
+                x = counts[2]
+                x[c] = x.get(c, 0) + 1
+            else:
+                x = counts[0]
+                left = x[a] - 1
+                if left:
+                    x[a] = left
+                else:
+                    del x[a]
+                x = counts[1]
+                left = x[b] - 1
+                if left:
+                    x[b] = left
+                else:
+                    del x[b]
+                x = counts[2]
+                left = x[c] - 1
+                if left:
+                    x[c] = left
+                else:
+                    del x[c]
+    ranked = node.ranked
+    if ranked:  # its capacities moved: `_mark`, inlined
+        lag = ranked[0].domain.tree.lag
+        queue = lag.aggs
+        for agg in ranked:
+            if agg.marked:
+                if agg.vec & _CAPS_MASK == agg.placed:
+                    agg.marked = False
+                    queue.pop(agg, None)
+            else:
+                agg.marked = True
+                queue[agg] = None
+        if len(queue) > lag.limit:
+            lag.settle_beyond()
+    return True
+
+
 def _mark(ranked: tuple) -> Lag:
     """Mark the node's ranked aggs, whose capacities moved, to be filed again — or take the mark back from one that is
     back at the capacities it is filed under (the caller settles the oldest beyond the limit)."""

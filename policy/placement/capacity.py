@@ -350,8 +350,12 @@ def reread(
         if not same_labels:
             memory = _memory(labels, model, product, gpu_models)
             paths = _paths(labels, topologies)
+            if paths == prev_paths:
+                paths = prev_paths  # the same objects when equal: the index tells "same domains" by identity first
         if blocking:
             model = _variant(model, blocking)
+        if not same_labels and model == prev_model:
+            model = prev_model  # (likewise "same key": a decoded product label is an equal string, not the same)
     if same_alloc:
         gpus, cpu, ram, pods = prev_gpus, prev_cpu, prev_ram, prev_pods
     else:

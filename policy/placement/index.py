@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from policy.cluster.snapshot import is_live
-from policy.placement.aggregates import _GV, Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
+from policy.placement.aggregates import _GV, Lag, Tree, add_bulk, bind_whole, apply_resources, finish_bulk, join, join_whole, move_pod, rekey, reserve_devices, resource_part, respec_whole, unbind_whole
 from policy.placement.capacity import DEFAULT_TOLERATED, TAINT_SEP, Levels, NodeSpec, is_map, keep_raw, mapping, read_node, reread
 from policy.placement.devices import Demand, NodeState
 from policy.placement.needs import LabelCounts, Untainted, pod_requests
@@ -18,12 +18,15 @@ from policy.placement.result import GangRequest, PlacementReason, PlacementResul
 from policy.subject.model import PodSet
 
 _WHY_KEY = {"cordoned": "cordoned", "NotReady": "NotReady"}  # why-not reasons by their `excluded` key, the usual ones
-_OUT = NodeSpec("", False, "not counted", "", 0, 0, ())  # the side of a join or leave where the node is not counted
 FLAT = "cluster"  # the implicit topology with no levels: every eligible GPU node
 # Key moves left waiting, at most (and at most the lag's limit): each costs a query settling it about one taint event
 # (tens of µs), so a query pays at most 8 of them; an event beyond settles the oldest.
 REKEY_LIMIT = 8
 ANSWERS_LIMIT = 1024  # re-usable answers kept per index version (cleared beyond: a bound, not an LRU)
+# Deleted nodes remembered, at most (oldest forgotten first): a node deleted then added back under its name (repaired,
+# re-registered by its kubelet) is read against the view it left and re-filed in the domains it left, when its label
+# paths and model key are unchanged (a domain and its aggregates, once made, are never dropped: the same objects).
+GHOST_LIMIT = 256
 
 
 def _kind(obj: Mapping) -> str | None:
@@ -88,6 +91,10 @@ class PlacementIndex(Reservations):
         # key's are the model's minus its variants' (`needs.Untainted`), so a taint counts a node's labels once.
         self.labels: dict[str, LabelCounts] = {}
         self.exact_memo: tuple = (-1, None, False, True)  # (version, demand, exact, possible): room.judge
+        # Recently deleted nodes: name -> (the spec it was counted as, its domains, aggs and ranked aggs, the raw taints
+        # and allocatable that spec was read from); see GHOST_LIMIT (0: none kept, every node added is read afresh).
+        self._ghosts: dict[str, tuple] = {}
+        self.ghost_limit = GHOST_LIMIT
 
     # ---- building ----------------------------------------------------------------------
     @classmethod
@@ -167,7 +174,11 @@ class PlacementIndex(Reservations):
         state = self.nodes.get(name)
         if event == "DELETED":
             if state is not None:
-                self._set_spec(state, None)
+                old = state.spec
+                if old is not None and old[4] > 0 and not (self._rekeys and state in self._rekeys):
+                    self._delete(state, old)  # what `_set_spec(state, None)` does for a counted node, its key settled
+                else:
+                    self._set_spec(state, None)
                 if not state.allocs:
                     del self.nodes[name]
             return
@@ -183,6 +194,11 @@ class PlacementIndex(Reservations):
                 else:
                     self._set_spec(state, spec)
                 return
+        if self._ghosts and (state is None or state.spec is None):
+            ghost = self._ghosts.pop(name, None)
+            if ghost is not None:
+                self._revive(state, name, node, meta, ghost)
+                return
         spec = read_node(node, self.topologies, self.gpu_models, self.tolerated, state.spec if state is not None else None)
         if spec.gpus <= 0 and state is None:
             return  # CPU-only nodes are not tracked at all
@@ -192,7 +208,75 @@ class PlacementIndex(Reservations):
         if state.spec != spec:  # status heartbeats change nothing placement reads: skip them cheaply
             self._set_spec(state, spec)
 
-    def _set_spec(self, state: NodeState, spec: NodeSpec | None) -> None:
+    def _revive(self, state: NodeState | None, name: str, node: Mapping, meta: Mapping, ghost: tuple) -> None:
+        """A node added back after its deletion (`GHOST_LIMIT`): its object compared part by part with the one it left
+        (`reread`), and when its label paths and model key are unchanged, filed again in the domains it left."""
+        old, domains, aggs, ranked, taints_raw, alloc_raw = ghost
+        probe = state if state is not None else NodeState(name)
+        probe.spec, probe.taints_raw, probe.alloc_raw = old, taints_raw, alloc_raw
+        spec = reread(probe, node, meta, self.topologies, self.gpu_models, self.tolerated)
+        probe.spec = None
+        if spec is None:
+            spec = old  # what it was: equal to a fresh read (`reread`)
+        elif spec[4] <= 0:  # no GPUs now
+            if state is not None:  # held pods keep it tracked, without aggregates
+                self._set_spec(state, spec)
+            return  # else not tracked, as a CPU-only node
+        if state is None:
+            state = self.nodes[name] = probe
+        # (NodeSpec fields by position: 3 model, 6 paths) the same domains and key: the same chain a walk would find
+        same = spec is old or (spec[3] == old[3] and spec[6] == old[6])
+        self._enter(state, spec, (domains, aggs, ranked) if same else None)
+
+    def _enter(self, state: NodeState, spec: NodeSpec, chain: tuple | None) -> None:
+        """What `_set_spec(state, spec)` does for a node not counted (no spec) taking one with GPUs: filed in its domains
+        (those of `chain` when given, `_reattach`), then counted."""
+        self.version += 1
+        state.spec = spec
+        if chain is not None:
+            self._reattach(state, chain)
+        else:
+            self._attach(state)
+        if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
+            self._note_model(spec)
+        self._count_labels(spec, +1)
+        if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
+            if not join_whole(state, spec, +1):
+                join(state, state.contribution(), resource_part(state), +1)
+        else:
+            self._count_excluded(spec.why_not or "excluded", +1)
+
+    def _delete(self, state: NodeState, old: NodeSpec) -> None:
+        """A counted node deleted (its key move, if any, settled): it leaves its aggregates and counts, remembered
+        (`_bury`), and is taken out of the domains that file it — the flat root and each tree's deepest (`_attach`)."""
+        self.version += 1
+        if old[1]:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 6 paths)
+            if not join_whole(state, old, -1):
+                join(state, state.contribution(), resource_part(state), -1)
+        elif old[2]:
+            self._count_excluded(old[2], -1)
+        self._count_labels(old, -1)
+        if self.ghost_limit:
+            self._bury(state, old)
+        domains = state.domains
+        domains[0].nodes.pop(state, None)
+        i = 0
+        for _tree, path in zip(self.trees.values(), old[6]):
+            if path is not None:
+                i += len(path) + 1
+                domains[i].nodes.pop(state, None)
+        state.domains = state.aggs = state.ranked = ()
+        state.alt = None
+        state.spec = None
+
+    def _bury(self, state: NodeState, spec: NodeSpec) -> None:
+        """Remember a node being deleted, counted as `spec` in its domains (`_revive` reads it back)."""
+        ghosts = self._ghosts
+        ghosts[state.name] = (spec, state.domains, state.aggs, state.ranked, state.taints_raw, state.alloc_raw)
+        if len(ghosts) > self.ghost_limit:
+            del ghosts[next(iter(ghosts))]
+
+    def _set_spec(self, state: NodeState, spec: NodeSpec | None, chain: tuple | None = None) -> None:
         rekeys = self._rekeys
         if rekeys and state in rekeys:  # its key move waits: undone (nothing to do), or done before this change
             counted = rekeys[state]
@@ -212,25 +296,29 @@ class PlacementIndex(Reservations):
         self.version += 1
         if old is not None and old[4] > 0:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 3 model, 4 gpus, 5 memory)
             if old[1]:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
-                if not respec_whole(state, old, _OUT):
+                if not join_whole(state, old, -1):
                     join(state, state.contribution(), resource_part(state), -1)
             elif old.why_not:
                 self._count_excluded(old.why_not, -1)
             self._count_labels(old, -1)
             if not in_place:
+                if spec is None and self.ghost_limit:
+                    self._bury(state, old)
                 self._detach(state)
         state.spec = spec
         if spec is None or spec[4] <= 0:
             return
         if in_place:  # a taint added or gone: the same domains, the aggregates of the other model key
             self._reaggregate(state)
+        elif chain is not None:
+            self._reattach(state, chain)
         else:
             self._attach(state)
         if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
             self._note_model(spec)
         self._count_labels(spec, +1)
         if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
-            if not respec_whole(state, _OUT, spec):
+            if not join_whole(state, spec, +1):
                 join(state, state.contribution(), resource_part(state), +1)
         else:
             self._count_excluded(spec.why_not or "excluded", +1)
@@ -418,6 +506,25 @@ class PlacementIndex(Reservations):
         state.alt = None
         if gpus >= len(_GV):
             reserve_devices(gpus)  # every h an event can meet has its packed delta ready
+
+    def _reattach(self, state: NodeState, chain: tuple) -> None:
+        """File the node in the domains it was deleted from (`_revive`): what `_attach` finds for the same label paths
+        and model key, without the walk. Each tree's chain is its root then one domain per path value, the node filed
+        in the last (and in the flat root, first)."""
+        domains, aggs, ranked = chain
+        domains[0].nodes[state] = None
+        i = 0
+        for _tree, path in zip(self.trees.values(), state.spec[6]):
+            if path is not None:
+                i += len(path) + 1
+                domains[i].nodes[state] = None
+        state.domains = domains
+        state.aggs = aggs
+        state.ranked = ranked
+        state.alt = None
+        gpus = state.spec[4]
+        if gpus >= len(_GV):
+            reserve_devices(gpus)
 
     def _reaggregate(self, state: NodeState) -> None:
         """The node's aggregates: its domains' for its model key."""

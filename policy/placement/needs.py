@@ -204,11 +204,14 @@ class LabelCounts:
     as for a gang without one.
     """
 
-    __slots__ = ("by_key", "total")
+    __slots__ = ("by_key", "total", "odd")
 
     def __init__(self) -> None:
         self.by_key: dict[str, dict[str, int]] = {}  # label key -> value -> nodes (a key no node has now may stay, empty)
         self.total = 0
+        # Whether a value not a str was ever counted (as its text): then values equal as objects may differ as text
+        # (0 and False), so `replace` cannot trust item comparisons and counts the node again.
+        self.odd = False
 
     def add(self, labels: Mapping, sign: int) -> None:
         """Count (sign +1) or forget (-1) one node's labels."""
@@ -218,6 +221,7 @@ class LabelCounts:
             for k, v in labels.items():
                 if type(v) is not str:
                     v = str(v)
+                    self.odd = True
                 try:
                     values = by_key[k]  # (a `try` costs nothing until it catches: cheaper than `.get` and a test)
                 except KeyError:
@@ -245,6 +249,7 @@ class LabelCounts:
         """Move one pair's count by `sign`, wherever it stands (a value not a str, a pair not counted): the general case."""
         if type(v) is not str:
             v = str(v)
+            self.odd = True
         values = self.by_key.get(k)
         if values is None:  # a key left without values keeps its empty dict: the next node's finds it
             values = self.by_key[k] = {}
@@ -258,13 +263,20 @@ class LabelCounts:
 
     def replace(self, old: Mapping, new: Mapping) -> None:
         """One node's labels went from `old` to `new`: count only the pairs that changed (a node has dozens of labels;
-        a label event changes one or two), found by C-level set differences of the items."""
+        a label event changes one or two), found by one C-level set difference of the items."""
+        if self.odd:  # (see `odd`)
+            self.add(old, -1)
+            self.add(new, +1)
+            return
         try:
-            gone, came = old.items() - new.items(), new.items() - old.items()
+            came = new.items() - old.items()  # one set of items; the pairs gone are the old values of its keys and the keys gone
         except TypeError:  # an unhashable value (odd input): count the whole node again
             self.add(old, -1)
             self.add(new, +1)
             return
+        gone = [(k, old[k]) for k, _v in came if k in old]
+        if len(old) + len(came) != len(new) + len(gone):  # a key only the old labels have (C-level set of keys: cached hashes)
+            gone.extend((k, old[k]) for k in old.keys() - new.keys())
         by_key = self.by_key
         for k, v in gone:
             v = v if type(v) is str else str(v)
@@ -275,7 +287,9 @@ class LabelCounts:
             else:
                 del values[v]
         for k, v in came:
-            v = v if type(v) is str else str(v)
+            if type(v) is not str:
+                v = str(v)
+                self.odd = True
             values = by_key.get(k)
             if values is None:
                 values = by_key[k] = {}

@@ -52,3 +52,20 @@ def test_label_counts_equal_a_recount_whatever_the_values(steps):
     for (k, v), n in want.items():
         assert counts.count(k, v) == n
         assert all(type(x) is str or isinstance(x, str) for x in counts.by_key[k])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(LABELS, LABELS), min_size=1, max_size=6))
+def test_label_counts_replaced_pair_by_pair_equal_a_forget_and_count(steps):
+    """`replace` counts only the pairs that changed (values changed, keys added, keys gone): the same counts as forgetting
+    the old labels and counting the new."""
+    got, want = LabelCounts(), LabelCounts()
+    for old, new in steps:
+        got.add(old, +1)
+        want.add(old, +1)
+        got.replace(old, new)
+        want.add(old, -1)
+        want.add(new, +1)
+        assert got.total == want.total
+        assert {k: {v: n for v, n in vs.items() if n} for k, vs in got.by_key.items()} == {
+            k: {v: n for v, n in vs.items() if n} for k, vs in want.by_key.items()}
