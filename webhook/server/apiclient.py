@@ -127,7 +127,7 @@ class AsyncApi:
     async def _refresh(self) -> None:
         try:
             self.auth = await asyncio.to_thread(self._read_token)  # the hook may run an exec plugin: never on the loop
-        except Exception as exc:  # noqa: BLE001 - a request waiting for it gets the error; else the last token stays
+        except Exception as exc:  # a request waiting for it gets the error; else the last token stays
             log.warning("refreshing the API token for the ledger: %s: %s", type(exc).__name__, str(exc)[:200])
             raise
         finally:
@@ -177,10 +177,11 @@ class AsyncApi:
                 async with self._session().request(method, self.base + path, data=data, headers=headers, timeout=limits,
                                                    server_hostname=self.server_hostname) as resp:
                     status, reason, raw = resp.status, resp.reason or "", await resp.read()
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 # A kept-alive connection the server had closed (urllib3 retries these too). Safe to send
                 # again: a create or a replace conditional on its resourceVersion applies at most once.
-                if attempt == 0:
+                # (Not a refused connect or a certificate: asking again would only fail again.)
+                if attempt == 0 and not isinstance(exc, aiohttp.ClientConnectorError):
                     continue
                 raise
             if status == 401 and attempt == 0 and self.cfg.refresh_api_key_hook is not None:
