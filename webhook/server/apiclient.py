@@ -114,6 +114,8 @@ class AsyncApi:
         self.server_hostname = cfg.tls_server_name or None
         self.headers = {**headers, "Accept": "application/json"}
         self.session = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the session's (a session serves one loop)
+        self.keeping = False  # connections are kept between `keep()` and `close()` (while the ledger runs)
         self.auth: str | None = None
         self.auth_at: float | None = None  # monotonic time the hook was last asked (None: never)
         self.refreshing: asyncio.Task | None = None
@@ -147,15 +149,22 @@ class AsyncApi:
 
     # -- requests --
 
-    def _session(self):
+    def _new_session(self):
         import aiohttp
 
-        if self.session is None or self.session.closed:
-            # No limit: a request never queues for a connection (urllib3's pool opens one more, too); as many are
-            # kept as were ever in flight at once (one write per shard and a re-read).
-            connector = aiohttp.TCPConnector(limit=0, ssl=self.ssl if self.ssl is not None else False)
-            self.session = aiohttp.ClientSession(connector=connector)
-        return self.session
+        # No limit: a request never queues for a connection (urllib3's pool opens one more, too); as many are
+        # kept as were ever in flight at once (one write per shard and a re-read).
+        connector = aiohttp.TCPConnector(limit=0, ssl=self.ssl if self.ssl is not None else False)
+        return aiohttp.ClientSession(connector=connector)
+
+    def _session(self):
+        """(session, whether this request closes it): the kept one, or outside `keep()`..`close()` one of its own."""
+        loop = asyncio.get_running_loop()
+        if not self.keeping:
+            return self._new_session(), True
+        if self.session is None or self.session.closed or self.loop is not loop:
+            self.session, self.loop = self._new_session(), loop
+        return self.session, False
 
     async def request(self, method: str, path: str, body: dict | None, timeout: tuple[float, float]) -> dict:
         """The decoded JSON answer of `method path`; ApiError outside 2xx, aiohttp / timeout errors (status-less) as raised."""
@@ -172,10 +181,11 @@ class AsyncApi:
                 headers["Authorization"] = auth
             else:
                 headers.pop("Authorization", None)
+            session, own = self._session()
             try:
                 self.requests += 1
-                async with self._session().request(method, self.base + path, data=data, headers=headers, timeout=limits,
-                                                   server_hostname=self.server_hostname) as resp:
+                async with session.request(method, self.base + path, data=data, headers=headers, timeout=limits,
+                                           server_hostname=self.server_hostname) as resp:
                     status, reason, raw = resp.status, resp.reason or "", await resp.read()
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 # A kept-alive connection the server had closed (urllib3 retries these too). Safe to send
@@ -184,6 +194,9 @@ class AsyncApi:
                 if attempt == 0 and not isinstance(exc, aiohttp.ClientConnectorError):
                     continue
                 raise
+            finally:
+                if own:
+                    await session.close()
             if status == 401 and attempt == 0 and self.cfg.refresh_api_key_hook is not None:
                 continue  # the token read last has expired: ask the hook now and send once more
             if not 200 <= status <= 299:
@@ -212,7 +225,12 @@ class AsyncApi:
         """PUT `body` (409 Conflict when its metadata.resourceVersion is not the stored one)."""
         return await self.request("PUT", self._path(namespace, name), body, timeout)
 
+    def keep(self) -> None:
+        """Keep connections open from now until `close()`."""
+        self.keeping = True
+
     async def close(self) -> None:
-        """Close the session's connections."""
+        """Close the kept connections (a request after this opens and closes its own)."""
+        self.keeping = False
         if self.session is not None and not self.session.closed:
             await self.session.close()

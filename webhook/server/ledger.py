@@ -549,6 +549,8 @@ class ClusterLedger(Escrow):
     async def run(self) -> None:
         """Background task: read the shards, watch them, and prune expired and settled holds while idle."""
         await self.start()
+        if self.api is not None:
+            self.api.keep()  # (closed below: a ledger that never runs, or before its first read, opens a connection per request)
         loop = asyncio.get_running_loop()
         thread = threading.Thread(target=self._watch_thread, args=(loop,), name="allot-ledger-watch", daemon=True)
         thread.start()

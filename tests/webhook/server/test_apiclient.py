@@ -109,6 +109,7 @@ def test_create_get_conditional_replace_and_the_conflicts_against_the_double():
         double = ApiDouble()
         url = await double.start()
         api = apiclient.for_client(api_client(url))
+        api.keep()  # one session for every request, as while the ledger runs
         try:
             assert api is not None
             assert await api.get_config_map(NS, "s", CALL_TIMEOUT) is None  # 404 on GET: not there
@@ -183,6 +184,7 @@ def test_a_refreshed_token_is_read_through_the_hook_in_a_thread_and_a_401_asks_i
         cfg = _config(f"http://127.0.0.1:{port}", api_key={"authorization": "stale"},
                       api_key_prefix={"authorization": "Bearer"}, refresh_api_key_hook=refresh)
         api = apiclient.for_client(client.ApiClient(cfg))
+        api.keep()
         try:
             await api.create_config_map(NS, _cm("s"), CALL_TIMEOUT)
             assert seen == ["Bearer first"]  # the hook ran before the first request, not the token given at load
