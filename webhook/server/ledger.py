@@ -133,7 +133,7 @@ class Changes:
 
 
 class ClusterLedger(Escrow):
-    """Reads, watches and writes the shards through a `kubernetes` ApiClient; mirrors other replicas' holds into `holds`."""
+    """Lists and watches the shards through a `kubernetes` ApiClient, gets and writes them on the loop (apiclient.py); mirrors other replicas' holds into `holds`."""
 
     _new_shard = Shard
 
