@@ -44,7 +44,7 @@ import orjson
 
 from policy.blocks.holdbook import book_of
 from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
-from webhook.server import ledger_gangs, ledger_ops
+from webhook.server import apiclient, ledger_gangs, ledger_ops
 from webhook.server import admitted
 from webhook.server.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
 from webhook.server.escrow import ESCROW_PREFIX, Escrow
@@ -133,7 +133,7 @@ class Changes:
 
 
 class ClusterLedger(Escrow):
-    """Reads, watches and writes the shards through a `kubernetes` ApiClient; mirrors other replicas' holds into `holds`."""
+    """Lists and watches the shards through a `kubernetes` ApiClient, gets and writes them on the loop (apiclient.py); mirrors other replicas' holds into `holds`."""
 
     _new_shard = Shard
 
@@ -148,6 +148,8 @@ class ClusterLedger(Escrow):
         cfg = copy.copy(api_client.configuration)
         cfg.connection_pool_maxsize = 4
         self.core = client.CoreV1Api(client.ApiClient(cfg))
+        # Shard gets and writes on this loop (webhook/server/apiclient.py); None: through `core` in threads.
+        self.api = apiclient.for_client(self.core.api_client)
         self.namespace = namespace
         self.state = state
         self.replica = replica or uuid.uuid4().hex[:12]
@@ -426,7 +428,7 @@ class ClusterLedger(Escrow):
                 self._load(shard, None)
         self.list_rv = rv
 
-    # -- API calls (blocking client, run in threads) --
+    # -- API calls (shard gets and writes: `api` on the loop, else these in threads; the list and watch: threads) --
 
     def _get(self, name: str) -> dict | None:
         from kubernetes.client.rest import ApiException
@@ -446,6 +448,30 @@ class ClusterLedger(Escrow):
         doc = orjson.loads(resp.data)
         return doc.get("items") or [], (doc.get("metadata") or {}).get("resourceVersion")
 
+    async def _read(self, name: str) -> dict | None:
+        """The shard's ConfigMap (None: not found), on this loop when `api` is set, else in a thread."""
+        if self.api is None:
+            return await asyncio.to_thread(self._get, name)
+        return await self.api.get_config_map(self.namespace, name, CALL_TIMEOUT)
+
+    async def _put(self, shard: Shard, rv: str | None, text: str) -> dict:
+        """`_write`, on this loop when `api` is set (errors carry the same `status`: 409 a conflict), else in a thread."""
+        if self.api is None:
+            return await asyncio.to_thread(self._write, shard, rv, text)
+        body = self._body(shard, rv, text)
+        if rv is None:
+            return await self.api.create_config_map(self.namespace, body, CALL_TIMEOUT)
+        return await self.api.replace_config_map(self.namespace, shard.name, body, CALL_TIMEOUT)
+
+    def _body(self, shard: Shard, rv: str | None, text: str) -> dict:
+        """The shard's ConfigMap holding `text`, conditional on `rv` when it exists."""
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": shard.name, "namespace": self.namespace, "labels": {LABEL: "reservations"}},
+                "data": {"holds": text}}
+        if rv is not None:
+            body["metadata"]["resourceVersion"] = rv
+        return body
+
     def _write(self, shard: Shard, rv: str | None, text: str) -> dict:
         """Create the shard (rv None) or replace it, conditional on `rv` (the API server answers 409 when stale).
 
@@ -454,14 +480,11 @@ class ClusterLedger(Escrow):
         patch of one key 61 ms and a merge patch of one key per hold 111 ms (the server applies
         patches through a JSON round trip and tracks managed fields per data key).
         """
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": shard.name, "namespace": self.namespace, "labels": {LABEL: "reservations"}},
-                "data": {"holds": text}}
+        body = self._body(shard, rv, text)
         if rv is None:
             resp = self.core.create_namespaced_config_map(self.namespace, body, _preload_content=False,
                                                           _request_timeout=CALL_TIMEOUT)
         else:
-            body["metadata"]["resourceVersion"] = rv
             resp = self.core.replace_namespaced_config_map(shard.name, self.namespace, body, _preload_content=False,
                                                            _request_timeout=CALL_TIMEOUT)
         return orjson.loads(resp.data)
@@ -526,6 +549,8 @@ class ClusterLedger(Escrow):
     async def run(self) -> None:
         """Background task: read the shards, watch them, and prune expired and settled holds while idle."""
         await self.start()
+        if self.api is not None:
+            self.api.keep()  # (closed below: a ledger that never runs, or before its first read, opens a connection per request)
         loop = asyncio.get_running_loop()
         thread = threading.Thread(target=self._watch_thread, args=(loop,), name="allot-ledger-watch", daemon=True)
         thread.start()
@@ -547,6 +572,8 @@ class ClusterLedger(Escrow):
             self._stopped.set()
             if keeper is not None:
                 keeper.cancel()
+            if self.api is not None:
+                await self.api.close()
 
     def _kick_empty(self, shard: Shard, loop) -> None:
         """Queue a write with no hold of its own (a prune, a slice renewal or return), never stale."""
@@ -838,7 +865,7 @@ class ClusterLedger(Escrow):
                 start = time.perf_counter()
                 shard.flight = flight
                 try:
-                    cm = await asyncio.to_thread(self._write, shard, rv, text)
+                    cm = await self._put(shard, rv, text)
                 except Exception as exc:  # noqa: BLE001 - classified below
                     status = getattr(exc, "status", None)
                     self._landed(shard, False, known=type(status) is int and 400 <= status < 500)
@@ -854,7 +881,7 @@ class ClusterLedger(Escrow):
                         # as long as a write takes) rather than ask for it, and read it only if late.
                         if shard.rv == rv and not await _changed(shard, min(0.05, 2 * shard.write_s)):
                             try:
-                                cm = await asyncio.to_thread(self._get, shard.name)
+                                cm = await self._read(shard.name)
                                 if shard.rv == rv:
                                     _gated(self.state, self._load, shard, cm)
                             except Exception as reread:  # noqa: BLE001

@@ -1,6 +1,6 @@
 """The cluster reservation ledger: two replicas over real HTTPS, one API double speaking the Kubernetes protocol.
 
-The replicas write their holds through the real `kubernetes` client to ConfigMaps in
+The replicas write their holds (over aiohttp, webhook/server/apiclient.py, or the real `kubernetes` client) to ConfigMaps in
 the double (webhook/bench/apidouble.py), which answers 409 on a stale resourceVersion.
 """
 
@@ -47,6 +47,14 @@ def policy_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("policy")
     (d / "q.policy").write_text(POLICY)
     return d
+
+
+@pytest.fixture(params=["aiohttp", "threads"])
+def write_path(request, monkeypatch):
+    """Both ways shards are read and written: on the loop (webhook/server/apiclient.py) and the threaded fallback."""
+    if request.param == "threads":
+        monkeypatch.setenv("ALLOT_LEDGER_HTTP", "threads")
+    return request.param
 
 
 def replica(policy_dir, url: str, lines: list | None = None) -> State:
@@ -131,13 +139,14 @@ async def burst(sessions, urls, names, *, gpus=1) -> list[bool]:
     return await asyncio.gather(*(one(i, n) for i, n in enumerate(names)))
 
 
-def test_two_replicas_admit_exactly_the_quota(pki, policy_dir):
+def test_two_replicas_admit_exactly_the_quota(pki, policy_dir, write_path):
     async def scenario():
         double = ApiDouble()
         url = await double.start()
         try:
             lines: list = []
             a, b = replica(policy_dir, url, lines), replica(policy_dir, url, lines)
+            assert (a.ledger.api is None) == (write_path == "threads")
             async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
                 await until_ready(a)
                 await until_ready(b)
@@ -162,7 +171,7 @@ def test_two_replicas_admit_exactly_the_quota(pki, policy_dir):
         asyncio.run(scenario())
 
 
-def test_conflict_storm_never_over_admits_nor_leaks(pki, policy_dir):
+def test_conflict_storm_never_over_admits_nor_leaks(pki, policy_dir, write_path):
     async def scenario():
         double = ApiDouble()
         url = await double.start()
@@ -176,6 +185,7 @@ def test_conflict_storm_never_over_admits_nor_leaks(pki, policy_dir):
 
         try:
             a, b = replica(policy_dir, url), replica(policy_dir, url)
+            assert (b.ledger.api is None) == (write_path == "threads")
             async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, _), running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, _):
                 await until_ready(a)
                 await until_ready(b)
