@@ -48,19 +48,14 @@ from webhook.server import apiclient, ledger_gangs, ledger_ops
 from webhook.server import admitted
 from webhook.server.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
 from webhook.server.escrow import ESCROW_PREFIX, Escrow
+from webhook.server.ledger_api import CALL_TIMEOUT, LABEL, SELECTOR, WATCH_SECONDS, ShardApi, _gated, _post  # noqa: F401 (re-exported)
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
-LABEL = "allot.dev/ledger"
-SELECTOR = f"{LABEL}=reservations"
 MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1 MiB limit
 MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
 RELEASE_TRIES = 16  # writes of a release (never awaited) before it is left to the entry's expiry
 PRUNE_INTERVAL = 5.0
-# (connect, read) seconds of one get or write: a stalled API server must not hold a shard's one write in
-# flight for ever (every later commit to it would time out behind it); its outcome is then unknown.
-CALL_TIMEOUT = (3.0, 10.0)
-WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
 
 
 class LedgerUnavailable(Exception):
@@ -132,7 +127,7 @@ class Changes:
     gang_drops: list = field(default_factory=list)  # (entry key, its expires_at): a released gang's entry, dropped if still that one
 
 
-class ClusterLedger(Escrow):
+class ClusterLedger(ShardApi, Escrow):
     """Lists and watches the shards through a `kubernetes` ApiClient, gets and writes them on the loop (apiclient.py); mirrors other replicas' holds into `holds`."""
 
     _new_shard = Shard
@@ -427,112 +422,6 @@ class ClusterLedger(Escrow):
             if name not in seen and shard.rv is not None and not shard.flushing:
                 self._load(shard, None)
         self.list_rv = rv
-
-    # -- API calls (shard gets and writes: `api` on the loop, else these in threads; the list and watch: threads) --
-
-    def _get(self, name: str) -> dict | None:
-        from kubernetes.client.rest import ApiException
-
-        try:
-            resp = self.core.read_namespaced_config_map(name, self.namespace, _preload_content=False,
-                                                        _request_timeout=CALL_TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return orjson.loads(resp.data)
-
-    def _list(self) -> tuple[list, str | None]:
-        resp = self.core.list_namespaced_config_map(self.namespace, label_selector=SELECTOR, _preload_content=False,
-                                                    _request_timeout=(10, 60))
-        doc = orjson.loads(resp.data)
-        return doc.get("items") or [], (doc.get("metadata") or {}).get("resourceVersion")
-
-    async def _read(self, name: str) -> dict | None:
-        """The shard's ConfigMap (None: not found), on this loop when `api` is set, else in a thread."""
-        if self.api is None:
-            return await asyncio.to_thread(self._get, name)
-        return await self.api.get_config_map(self.namespace, name, CALL_TIMEOUT)
-
-    async def _put(self, shard: Shard, rv: str | None, text: str) -> dict:
-        """`_write`, on this loop when `api` is set (errors carry the same `status`: 409 a conflict), else in a thread."""
-        if self.api is None:
-            return await asyncio.to_thread(self._write, shard, rv, text)
-        body = self._body(shard, rv, text)
-        if rv is None:
-            return await self.api.create_config_map(self.namespace, body, CALL_TIMEOUT)
-        return await self.api.replace_config_map(self.namespace, shard.name, body, CALL_TIMEOUT)
-
-    def _body(self, shard: Shard, rv: str | None, text: str) -> dict:
-        """The shard's ConfigMap holding `text`, conditional on `rv` when it exists."""
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": shard.name, "namespace": self.namespace, "labels": {LABEL: "reservations"}},
-                "data": {"holds": text}}
-        if rv is not None:
-            body["metadata"]["resourceVersion"] = rv
-        return body
-
-    def _write(self, shard: Shard, rv: str | None, text: str) -> dict:
-        """Create the shard (rv None) or replace it, conditional on `rv` (the API server answers 409 when stale).
-
-        A whole-object replace of one `data` key, not a patch of one key per hold: measured
-        against kube-apiserver 1.36 with 1,000 holds, a replace of one key took 15-19 ms, a merge
-        patch of one key 61 ms and a merge patch of one key per hold 111 ms (the server applies
-        patches through a JSON round trip and tracks managed fields per data key).
-        """
-        body = self._body(shard, rv, text)
-        if rv is None:
-            resp = self.core.create_namespaced_config_map(self.namespace, body, _preload_content=False,
-                                                          _request_timeout=CALL_TIMEOUT)
-        else:
-            resp = self.core.replace_namespaced_config_map(shard.name, self.namespace, body, _preload_content=False,
-                                                           _request_timeout=CALL_TIMEOUT)
-        return orjson.loads(resp.data)
-
-    def _watch_thread(self, loop: asyncio.AbstractEventLoop) -> None:
-        """List + watch the shards from the list's resourceVersion; a 410 relists; errors back off."""
-        from kubernetes.client.rest import ApiException
-        from kubernetes.watch.watch import iter_resp_lines
-
-        rv, backoff = self.list_rv, 1.0
-        while not self._stopped.is_set():
-            try:
-                if rv is None:
-                    items, rv = self._list()
-                    _post(loop, self._relisted, items, rv)
-                resp = self.core.list_namespaced_config_map(
-                    self.namespace, label_selector=SELECTOR, watch=True, resource_version=rv, allow_watch_bookmarks=True,
-                    timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(10, WATCH_SECONDS + 30))
-                try:
-                    for line in iter_resp_lines(resp):
-                        if self._stopped.is_set():
-                            return
-                        if not line.strip():
-                            continue
-                        event = orjson.loads(line)
-                        kind, obj = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":
-                            if obj.get("code") == 410:
-                                rv = None
-                                break
-                            raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                        if kind in ("ADDED", "MODIFIED", "DELETED"):
-                            _post(loop, self._event, kind, obj)
-                finally:
-                    resp.release_conn()
-                backoff = 1.0
-            except ApiException as exc:
-                if exc.status == 410:
-                    rv = None
-                    continue
-                log.warning("watching the reservation ledger: HTTP %s %s", exc.status, exc.reason)
-                self._stopped.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
-            except Exception as exc:  # noqa: BLE001 - network trouble: back off and resume
-                log.warning("watching the reservation ledger: %s: %s", type(exc).__name__, str(exc)[:200])
-                self._stopped.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
 
     async def start(self) -> None:
         """Read every shard once (readiness waits for it), retrying until the API answers."""
@@ -987,23 +876,6 @@ def _done(loop: asyncio.AbstractEventLoop, value: Any) -> asyncio.Future:
     fut = loop.create_future()
     fut.set_result(value)
     return fut
-
-
-def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
-    """Run `fn(*args)` on the loop thread (the only thread that touches shards and the snapshot), through the state's gate."""
-    try:
-        loop.call_soon_threadsafe(_gated, getattr(getattr(fn, "__self__", None), "state", None), fn, *args)
-    except RuntimeError:  # the loop closed: shutting down
-        pass
-
-
-def _gated(state: Any, fn, *args) -> None:
-    """`fn(*args)` on the loop, never while a decision thread mutates the same holds (webhook/server/gate.py)."""
-    gate = getattr(state, "gate", None)  # stand-in states in tests have none
-    if gate is None:
-        fn(*args)
-    else:
-        gate.run(fn, *args)
 
 
 async def decide_committed(review, decision, doc, cause, *, mutate: bool, state, now: float, budget_end: float, redo):
