@@ -317,8 +317,14 @@ class _Diag:
                 self.events.append({"t": time.time(), "kind": "pod", "type": ev["type"], "name": o.metadata.name,
                                     "rv": o.metadata.resource_version})
 
+        def quietly(f):
+            try:
+                f()
+            except Exception:  # noqa: BLE001 - a recorder only: the kit's API server stopping at session end ends its stream
+                pass
+
         for f in (cms, pods):  # daemons: they end with the session
-            threading.Thread(target=f, daemon=True).start()
+            threading.Thread(target=quietly, args=(f,), daemon=True).start()
 
     def dump(self, servers, first, created, more) -> str:
         """Write what was recorded, the survivors' views and every decision log; the file's path."""
