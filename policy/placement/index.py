@@ -237,25 +237,13 @@ class PlacementIndex(Reservations):
             self._reattach(state, chain)
         else:
             self._attach(state)
-        if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
-            self._note_model(spec)
-        self._count_labels(spec, +1)
-        if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
-            if not join_whole(state, spec, +1):
-                join(state, state.contribution(), resource_part(state), +1)
-        else:
-            self._count_excluded(spec.why_not or "excluded", +1)
+        self._count_in(state, spec)
 
     def _delete(self, state: NodeState, old: NodeSpec) -> None:
         """A counted node deleted (its key move, if any, settled): it leaves its aggregates and counts, remembered
         (`_bury`), and is taken out of the domains that file it — the flat root and each tree's deepest (`_attach`)."""
         self.version += 1
-        if old[1]:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 6 paths)
-            if not join_whole(state, old, -1):
-                join(state, state.contribution(), resource_part(state), -1)
-        elif old[2]:
-            self._count_excluded(old[2], -1)
-        self._count_labels(old, -1)
+        self._count_out(state, old)
         if self.ghost_limit:
             self._bury(state, old)
         domains = state.domains
@@ -268,6 +256,26 @@ class PlacementIndex(Reservations):
         state.domains = state.aggs = state.ranked = ()
         state.alt = None
         state.spec = None
+
+    def _count_in(self, state: NodeState, spec: NodeSpec) -> None:
+        """A node filed in its domains as `spec` (with GPUs) is counted: its model, its labels, its aggregates or excluded."""
+        if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
+            self._note_model(spec)
+        self._count_labels(spec, +1)
+        if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
+            if not join_whole(state, spec, +1):
+                join(state, state.contribution(), resource_part(state), +1)
+        else:
+            self._count_excluded(spec[2] or "excluded", +1)
+
+    def _count_out(self, state: NodeState, old: NodeSpec) -> None:
+        """`_count_in` undone for a node counted as `old` (NodeSpec fields by position: 1 eligible, 2 why_not)."""
+        if old[1]:  # it leaves its aggregates (by arithmetic when no device is shared)
+            if not join_whole(state, old, -1):
+                join(state, state.contribution(), resource_part(state), -1)
+        elif old[2]:
+            self._count_excluded(old[2], -1)
+        self._count_labels(old, -1)
 
     def _bury(self, state: NodeState, spec: NodeSpec) -> None:
         """Remember a node being deleted, counted as `spec` in its domains (`_revive` reads it back)."""
@@ -295,12 +303,7 @@ class PlacementIndex(Reservations):
             return
         self.version += 1
         if old is not None and old[4] > 0:  # (NodeSpec fields by position: 1 eligible, 2 why_not, 3 model, 4 gpus, 5 memory)
-            if old[1]:  # counted: it leaves its aggregates (by arithmetic when no device is shared)
-                if not join_whole(state, old, -1):
-                    join(state, state.contribution(), resource_part(state), -1)
-            elif old.why_not:
-                self._count_excluded(old.why_not, -1)
-            self._count_labels(old, -1)
+            self._count_out(state, old)
             if not in_place:
                 if spec is None and self.ghost_limit:
                     self._bury(state, old)
@@ -314,14 +317,7 @@ class PlacementIndex(Reservations):
             self._reattach(state, chain)
         else:
             self._attach(state)
-        if spec[4] > self.max_gpus or self.model_memory.get(spec[3]) != spec[5]:
-            self._note_model(spec)
-        self._count_labels(spec, +1)
-        if spec[1]:  # it joins its aggregates (by arithmetic when no device is shared)
-            if not join_whole(state, spec, +1):
-                join(state, state.contribution(), resource_part(state), +1)
-        else:
-            self._count_excluded(spec.why_not or "excluded", +1)
+        self._count_in(state, spec)
 
     def _respec(self, state: NodeState, old: NodeSpec, spec: NodeSpec) -> None:
         """A node's spec changed but not its model key nor its place in any topology: move its contribution in the
