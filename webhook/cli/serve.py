@@ -45,6 +45,11 @@ def add_arguments(parser) -> None:
     escrow.add_argument("--no-ledger-escrow", action="store_true",
                         help="with --ledger: no slices, every reserving 'allowed' waits for its own compare-and-swap "
                              "(ALLOT_LEDGER_ESCROW=0 in the environment does the same)")
+    beh.add_argument("--peer-address", metavar="HOST",
+                     help="with --ledger and escrow: listen on HOST (a port of this process's own, advertised in the "
+                          "ledger) for the peer channel, so a request only another replica's slice denies is decided "
+                          "by that replica with no API write; replicas must share --tls-cert/--tls-key (in a Pod: "
+                          "$(POD_IP); docs/webhook.md, The peer channel)")
     beh.add_argument("--mode", choices=("audit", "warn"), help="override every block's mode, for safe rollouts")
     beh.add_argument("--decision-log", metavar="FILE", default="-", help="JSON lines, one per decision ('-' stdout, 'off' none)")
     beh.add_argument("--log-requests", action="store_true", help="include each AdmissionReview request in its log line (replayable)")
@@ -73,6 +78,17 @@ def options_from(args, decision_log):
     if args.workers > 1 and (not args.ledger or args.port == 0 or args.self_signed):
         raise UsageError("--workers N > 1 needs --ledger (each worker is a replica: only the shared ledger makes their "
                          "holds add up), a fixed --port and --tls-cert/--tls-key (one certificate for every worker)")
+    if args.peer_address is not None:
+        import ipaddress
+
+        if args.ledger is None or not escrow or args.self_signed:
+            raise UsageError("--peer-address needs --ledger NAMESPACE with escrow (the channel lends slices) and "
+                             "--tls-cert/--tls-key shared by the replicas (they prove each other with it)")
+        try:
+            ipaddress.ip_address(args.peer_address)
+        except ValueError:
+            raise UsageError(f"--peer-address {args.peer_address}: give the IP address other replicas reach this one at "
+                             "(in a Pod: $(POD_IP) from the downward API)") from None
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
     if args.max_body is not None and args.max_body < 1:
@@ -86,7 +102,7 @@ def options_from(args, decision_log):
         self_signed=args.self_signed, certs_dir=args.certs_dir, on_error=args.on_error, mode=args.mode,
         reload_interval=args.reload_interval, tls_interval=args.reload_interval, decision_log=decision_log,
         log_requests=args.log_requests, max_body=args.max_body or DEFAULT_MAX_BODY, ledger=args.ledger,
-        ledger_escrow=escrow, reuse_port=args.reuse_port or args.workers > 1,
+        ledger_escrow=escrow, reuse_port=args.reuse_port or args.workers > 1, peer_address=args.peer_address,
     )
 
 

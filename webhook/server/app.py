@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import time
 from typing import Awaitable, Callable
@@ -167,6 +168,51 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
     return handle
 
 
+def _peer_handler(executor) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """`POST /peer/{validate,mutate}`: another replica's request, decided here and admitted only inside this replica's slice (peers.py)."""
+    from webhook.server import peers
+
+    async def handle(request: web.Request) -> web.Response:
+        start = time.perf_counter()
+        now = time.time()
+        state = request.app[STATE]
+        ledger = state.ledger
+        endpoint = request.match_info["endpoint"]
+        if ledger is None or ledger.peer_keys is None or endpoint not in ("validate", "mutate"):
+            return _json({"error": "NotFound", "message": "no peer channel here"}, 404)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _json({"error": "TooLarge", "message": f"request body exceeds the limit of {state.max_body} bytes"}, 413)
+        digest, allowance = request.headers.get(peers.DIGEST, ""), request.headers.get(peers.BUDGET, "")
+        if not ledger.peer_keys.current().verify(request.headers.get(peers.SIGNATURE), request.path, digest, allowance,
+                                                 body, now):
+            state.metrics.bad_requests.labels("PeerUnsigned").inc()
+            return _json({"error": "Forbidden", "message": "not signed with this replica set's serving key"}, 403)
+        if digest != state.policy.digest:  # another policy: its decision is not this replica's to make
+            return _json(ledger.peer_reply(False))
+        try:
+            budget = min(float(allowance), peers.ASK_MAX) - (time.perf_counter() - start)
+            review = rv.decode(body, state)
+        except ValueError:
+            return _json({"error": "BadBudget", "message": f"{peers.BUDGET} is not a number"}, 400)
+        except rv.BadReview as exc:
+            state.metrics.bad_requests.labels(exc.reason).inc()
+            return _json(exc.body(), exc.status)
+        mutate = endpoint == "mutate"
+        decision, doc, cause = await _decide(review, mutate=mutate, state=state, now=now, budget=budget, executor=executor)
+        loop = asyncio.get_running_loop()
+        admitted = decision.allowed and cause is None and (not review.taken or ledger.admit_asked(review.taken, loop))
+        if not admitted and review.taken:
+            state.gate.run(ledger.undo, review.taken)  # not admitted here: its holds must not count
+        logged = decision if admitted else dataclasses.replace(decision, allowed=False)  # what the asker was told: no
+        loop.call_soon(_account, review, logged, "peer", state, now, time.perf_counter() - start,
+                       None if admitted else "peer_declined")
+        return _json(ledger.peer_reply(admitted, doc, decision))
+
+    return handle
+
+
 async def _healthz(request: web.Request) -> web.Response:
     return _json({"ok": True})
 
@@ -191,6 +237,7 @@ def make_app(state, *, tasks: tuple[Callable[[], Awaitable[None]], ...] = (), wo
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="allot-decide")
     app.router.add_post("/mutate", _admission_handler(True, executor))
     app.router.add_post("/validate", _admission_handler(False, executor))
+    app.router.add_post("/peer/{endpoint}", _peer_handler(executor))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -202,6 +249,9 @@ def make_app(state, *, tasks: tuple[Callable[[], Awaitable[None]], ...] = (), wo
         for t in running:
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        peers = getattr(state.ledger, "peers", None)
+        if peers is not None:
+            await peers.close()
         executor.shutdown(wait=False, cancel_futures=True)
 
     app.cleanup_ctx.append(background)

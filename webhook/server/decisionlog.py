@@ -77,6 +77,7 @@ class DecisionLog:
         placement=None,
         digest: str | None = None,
         ledger_attempts: int = 0,
+        peer: str | None = None,
     ) -> None:
         """Write one line; never raises (a full disk must not fail admission)."""
         if self._write is None:
@@ -98,6 +99,8 @@ class DecisionLog:
         }
         if ledger_attempts:  # holds written to the cluster ledger (more than 1: conflicts, decided again)
             line["ledger_attempts"] = ledger_attempts
+        if peer is not None:  # admitted inside another replica's slice, asked over the peer channel
+            line["peer"] = peer
         if placement is not None:  # where a gang was placed (and reserved, unless dry run)
             line["placement"] = {"topology": placement.topology, "level": placement.level, "value": placement.value,
                                  "reservation": placement.reservation}

@@ -75,6 +75,9 @@ class EscrowMetrics:
         self.events = Counter("allot_ledger_slice_events", "Slice events: claimed, returned (on a want), kept (a keeper's write queued), "
                               "background_write (a write with no hold: slices, wants, prunes).",
                               ["event"], registry=registry)
+        self.peer = Counter("allot_ledger_peer_asks", "Requests only other replicas' slices denied, sent to a holder over the peer "
+                            "channel, by result: admitted (inside its slice), declined (it said what is left), unanswered.",
+                            ["result"], registry=registry)
         Gauge("allot_ledger_slice_admits", "Commits answered inside a slice, with no write.",
               registry=registry).set_function(lambda: ledger.slice_admits)
         self.commit.labels("slice")  # every path shows from the first scrape
@@ -148,6 +151,8 @@ class Escrow:
                     out[(parts[1], float(parts[2]))] = int(parts[3])
                 except (IndexError, ValueError):
                     continue  # not as Allot writes it: ignored
+        for key, left in self._peer_left(shard.name, now).items():  # answers given over the peer channel (peers.py)
+            out[key] = min(left, out.get(key, left))
         return out
 
     def _returnable_of(self, shard, qid: str, now: float) -> int:
@@ -327,6 +332,7 @@ class Escrow:
             entries[self.escrow_key] = [exp, [[q, m, 0, None, m] for q, m in sorted(new.items())], self.replica, None]
         else:
             entries.pop(self.escrow_key, None)
+        self._advertise(entries, exp if new else 0.0)  # the peer channel's address beside the slice (peers.py)
         if new and not shard.slice:
             self.escrow_metrics.events.labels("claimed").inc()
         return {"slice": new, "exp": exp if new else 0.0, "spent": {}, "recorded": recorded, "at": now,
@@ -374,8 +380,7 @@ class Escrow:
             return
         loop = asyncio.get_running_loop()
         if shard.slice:  # answer at once, in the small want object: what of the slice in the shard can come back
-            spent = sum(shard.spent.values()) + (sum(shard.flight["spent"].values()) if shard.flight else 0)
-            self._answer(shard, max(0, sum(shard.slice.values()) - spent), loop)
+            self._answer(shard, self.unspent(shard), loop)
         if not self._queued_empty(shard):
             self.escrow_metrics.events.labels("returned").inc()
             self._kick_empty(shard, loop)

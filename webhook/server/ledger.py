@@ -49,6 +49,7 @@ from webhook.server import admitted
 from webhook.server.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
 from webhook.server.escrow import ESCROW_PREFIX, Escrow
 from webhook.server.ledger_api import CALL_TIMEOUT, LABEL, SELECTOR, WATCH_SECONDS, ShardApi, _gated, _post  # noqa: F401 (re-exported)
+from webhook.server.peers import Peering
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
@@ -127,7 +128,7 @@ class Changes:
     gang_drops: list = field(default_factory=list)  # (entry key, its expires_at): a released gang's entry, dropped if still that one
 
 
-class ClusterLedger(ShardApi, Escrow):
+class ClusterLedger(ShardApi, Escrow, Peering):
     """Lists and watches the shards through a `kubernetes` ApiClient, gets and writes them on the loop (apiclient.py); mirrors other replicas' holds into `holds`."""
 
     _new_shard = Shard
@@ -163,6 +164,7 @@ class ClusterLedger(ShardApi, Escrow):
 
         self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: --ledger-escrow)
         self._escrow_setup()
+        self._peering_setup()
         self.seq = 0  # numbers this replica's workload changes (an entry's `seq` shows the last one written)
         self.unlanded: dict[tuple[str, str], list] = {}  # (shard, workload key) -> [(seq, change)] not written yet
         self.deferred: set[str] = set()  # gang entries read before the cluster state was listed
@@ -392,6 +394,8 @@ class ClusterLedger(ShardApi, Escrow):
                 _settle(stale, False)
         if self.escrow:
             self._escrow_read(shard)
+            if self.peers is not None:
+                self.warm_peers(shard, asyncio.get_running_loop())
         if shard.changed is not None:
             shard.changed.set()
             shard.changed = None
@@ -514,23 +518,12 @@ class ClusterLedger(ShardApi, Escrow):
         if self.deferred and self.state.cluster.synced:
             self._mirror_deferred()
         loop = asyncio.get_running_loop()
-        by_shard: dict[str, dict[str, tuple]] = {}
-        changes: list = []
-        gangs: list = []
-        for item in taken:
-            if type(item) is WorkloadChange:
-                changes.append(item)
-                continue
-            if type(item) is GangChange:
-                gangs.append(item)
-                continue
-            key, holds, expires_at = item
-            for h in holds:
-                per = by_shard.setdefault(self.root_of(h[0]), {})
-                old = per.get(key)
-                per[key] = ((old[0] if old else ()) + (h,), expires_at)
-        if changes or gangs:  # workload holds, gang domains: the changes and the pod holds of each shard go in one write
+        by_shard = self._by_shard(taken)
+        if by_shard is None:  # workload holds, gang domains: the changes and the pod holds of each shard go in one write
             futures = []
+            changes = [t for t in taken if type(t) is WorkloadChange]
+            gangs = [t for t in taken if type(t) is GangChange]
+            by_shard = self._by_shard([t for t in taken if type(t) is not WorkloadChange and type(t) is not GangChange]) or {}
             parts = self._split(changes, by_shard)
             if gangs:
                 parts.setdefault(ledger_gangs.SHARD, Changes({}, [])).gangs.extend(gangs)
@@ -566,6 +559,19 @@ class ClusterLedger(ShardApi, Escrow):
         ok = all(results)
         self.escrow_metrics.commit.labels(path if ok else "conflict").observe(time.perf_counter() - start)
         return ok
+
+    def _by_shard(self, taken: list) -> dict[str, dict[str, tuple]] | None:
+        """Shard name -> pod key -> (holds, expires_at) of `taken`'s pod holds; None if it has a workload or gang change."""
+        by_shard: dict[str, dict[str, tuple]] = {}
+        for item in taken:
+            if type(item) is WorkloadChange or type(item) is GangChange:
+                return None
+            key, holds, expires_at = item
+            for h in holds:
+                per = by_shard.setdefault(self.root_of(h[0]), {})
+                old = per.get(key)
+                per[key] = ((old[0] if old else ()) + (h,), expires_at)
+        return by_shard
 
     def _split(self, changes: list, by_shard: dict, release: bool = False) -> dict[str, Changes]:
         """Shard name -> the part of `changes` (numbered) and of the pod holds `by_shard` it holds."""
@@ -889,7 +895,8 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
     ledger = state.ledger
     attempts = 0
     if ledger.escrow and not decision.allowed and cause is None:  # denied only because of other replicas' slices?
-        decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
+        decision, doc, cause = await _slices_wait(review, decision, doc, cause, mutate=mutate, state=state,
+                                                  budget_end=budget_end, redo=redo)
     while review.taken and decision.allowed and cause is None:
         taken = review.taken
         if any(type(t) is WorkloadChange and t.op in RELEASES for t in taken):
@@ -918,8 +925,33 @@ async def decide_committed(review, decision, doc, cause, *, mutate: bool, state,
                     "ledger_conflict", attempts)
         decision, doc, cause = await _redone(redo())
         if ledger.escrow and not decision.allowed and cause is None:
-            decision, doc, cause = await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
+            decision, doc, cause = await _slices_wait(review, decision, doc, cause, mutate=mutate, state=state,
+                                                      budget_end=budget_end, redo=redo)
     return decision, doc, cause, attempts
+
+
+async def _slices_wait(review, decision, doc, cause, *, mutate: bool, state, budget_end: float, redo):
+    """A denial other replicas' slices may lift: ask their holders over the peer channel, else wait for them (a want)."""
+    from policy.decision import Decision
+
+    ledger = state.ledger
+    if ledger.peers is not None:
+        asked, sent = await ledger.ask_holders(review, decision, mutate=mutate, digest=state.policy.digest,
+                                               budget_end=budget_end)
+        response = (asked or {}).get("doc", {}).get("response")
+        if isinstance(response, dict) and response.get("uid") == review.uid and response.get("allowed") is True:
+            review.peer = str(asked.get("by") or "")
+            if review.taken:  # (a denial holds nothing; were it to, the holder's admission replaces it)
+                _gated(state, ledger.undo, review.taken)
+            review.taken = []
+            blocks = asked.get("blocks")
+            return Decision(allowed=True, blocks=tuple(b for b in blocks if isinstance(b, str)) if isinstance(blocks, list) else ()), \
+                asked["doc"], None
+        if sent:  # the view moved while the holders were asked (a slice returned, say): what it shows now decides
+            decision, doc, cause = await _redone(redo())
+            if decision.allowed or cause is not None:
+                return decision, doc, cause
+    return await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
 
 
 async def _redone(answer):

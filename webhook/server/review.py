@@ -50,6 +50,8 @@ class Review:
     taken: list | None = None  # holds the last decision took, to commit to the cluster ledger before answering
     view: int = 0  # the cluster ledger's generation that decision saw
     attempts: int = 0  # writes of its holds to the cluster ledger
+    body: bytes | None = None  # the request as received: what the peer channel sends a slice's holder
+    peer: str | None = None  # the replica that admitted it inside its slice, asked over the peer channel
 
 
 def decode(body: bytes, state) -> Review:
@@ -92,6 +94,7 @@ def decode(body: bytes, state) -> Review:
         raw=req,
         parsed=parsed,
         problems=(dup,) if dup is not None else (),
+        body=body,
     )
 
 
@@ -186,6 +189,7 @@ def account(review: Review, decision: Decision, *, endpoint: str, state, now: fl
         failure=cause,
         digest=state.policy.digest,
         ledger_attempts=review.attempts,
+        peer=review.peer,
         request=review.raw,
         placement=decision.placement,
     )

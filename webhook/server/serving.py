@@ -58,6 +58,7 @@ class ServeOptions:
     ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
     ledger_escrow: bool = True  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
     extra_sans: tuple[str, ...] = field(default=())
+    peer_address: str | None = None  # the peer channel's listener (a port of its own on this address); None: no channel
 
 
 @dataclass
@@ -193,8 +194,26 @@ async def start(o: ServeOptions) -> Running:
         await runner.cleanup()
         raise StartError(f"cannot listen on {o.host}:{o.port}: {exc.strerror or exc}") from None
     port = runner.addresses[0][1]
+    if o.peer_address and state.ledger is not None and state.ledger.escrow:
+        await _listen_peers(runner, o.peer_address, state, reloading)
     log.info("allot webhook listening on https://%s:%d (policy generation %d)", o.host, port, state.policy.generation)
     return Running(state=state, runner=runner, port=port, ca_path=ca_path, tls=reloading)
+
+
+async def _listen_peers(runner: web.AppRunner, address: str, state: State, reloading: tls.ReloadingTLS) -> None:
+    """A listener of this process's own on `address` for the peer channel (webhook/server/peers.py), advertised in the ledger."""
+    from webhook.server.peers import PeerKeys
+
+    site = web.TCPSite(runner, address, 0, ssl_context=reloading.base)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise StartError(f"cannot listen on {address} for the peer channel: {exc.strerror or exc}") from None
+    port = runner.addresses[-1][1]
+    host = f"[{address}]" if ":" in address else address
+    state.ledger.enable_peers(f"{host}:{port}", PeerKeys(reloading))
+    log.info("peer channel on https://%s:%d", host, port)
 
 
 def env_in_cluster() -> bool:

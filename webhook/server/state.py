@@ -174,6 +174,7 @@ class State:
                 "namespace": self.ledger.namespace, "replica": self.ledger.replica, "synced": self.ledger.synced,
                 "shards": len(self.ledger.shards), "error": self.ledger.error,
                 "watch_events": self.ledger.watch_events, "relists": self.ledger.relists,
+                "peer": getattr(self.ledger, "peer_key", None),  # the peer channel's entry (webhook/server/peers.py), or None
             },
         }
         return not problems, detail

@@ -37,6 +37,14 @@ USAGE = [
     (["--no-ledger-escrow", "--kubeconfig", "k", "--policy", "policies", "--self-signed"], "--no-ledger-escrow needs --ledger"),
     (["--ledger", "ns", "--ledger-escrow", "--no-ledger-escrow", "--kubeconfig", "k", "--policy", "policies", "--self-signed"],
      "not allowed with argument"),
+    (["--peer-address", "127.0.0.1", "--kubeconfig", "k", "--policy", "policies", "--self-signed"],
+     "--peer-address needs --ledger NAMESPACE with escrow"),
+    (["--peer-address", "127.0.0.1", "--ledger", "ns", "--no-ledger-escrow", "--kubeconfig", "k", "--policy", "policies",
+      "--tls-cert", "c", "--tls-key", "k"], "--peer-address needs --ledger NAMESPACE with escrow"),
+    (["--peer-address", "127.0.0.1", "--ledger", "ns", "--kubeconfig", "k", "--policy", "policies", "--self-signed"],
+     "shared by the replicas"),
+    (["--peer-address", "my-pod", "--ledger", "ns", "--kubeconfig", "k", "--policy", "policies", "--tls-cert", "c",
+      "--tls-key", "k"], "--peer-address my-pod: give the IP address"),
 ]
 
 
@@ -78,7 +86,7 @@ def test_two_workers_share_the_port_and_admit_exactly_the_quota(tmp_path):
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "webhook", "serve", "--workers", "2", "--ledger", "allot-system", "--kubeconfig",
                  str(tmp_path / "kubeconfig"), "--policy", str(pdir), "--tls-cert", cert, "--tls-key", key,
-                 "--host", "127.0.0.1", "--port", str(port), "--decision-log", "off"],
+                 "--host", "127.0.0.1", "--port", str(port), "--decision-log", "off", "--peer-address", "127.0.0.1"],
                 stderr=fe, stdout=subprocess.DEVNULL, env=env, cwd=ROOT))
         ctx = ssl.create_default_context(cafile=ca)
 
@@ -89,16 +97,19 @@ def test_two_workers_share_the_port_and_admit_exactly_the_quota(tmp_path):
             except urllib.error.HTTPError as exc:
                 return exc.code, json.loads(exc.read())
 
-        replicas: set[str] = set()
+        replicas: dict[str, str] = {}
         deadline = time.monotonic() + 60
         while len(replicas) < 2 and time.monotonic() < deadline:  # each new connection lands on either worker
             try:
                 status, body = get("/readyz")
                 if status == 200:
-                    replicas.add(body["ledger"]["replica"])
+                    replicas[body["ledger"]["replica"]] = body["ledger"]["peer"]
             except OSError:
                 time.sleep(0.1)
         assert len(replicas) == 2, serr.read_text()[-2000:]
+        # Each worker has a peer listener of its own (one shared port could not say which replica answers).
+        assert all(peer.startswith(f"peer/{r}/127.0.0.1:") for r, peer in replicas.items())
+        assert len({peer.rsplit(":", 1)[1] for peer in replicas.values()} | {str(port)}) == 3
 
         def post(i: int) -> bool:
             req = urllib.request.Request(f"https://127.0.0.1:{port}/validate?timeout=10s", data=_review(f"p{i}"),

@@ -21,6 +21,7 @@ from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
 from webhook.server.admitted import PREFIX as SUMS_PREFIX
 from webhook.server.escrow import ESCROW_PREFIX, WANT_PREFIX
+from webhook.server.peers import PEER_PREFIX, PeerKeys
 
 QUOTA = 64
 
@@ -49,7 +50,7 @@ def shard_entries(double: ApiDouble) -> dict:
 def pods_held(double: ApiDouble) -> dict[str, int]:
     """Pod key -> milli-GPU of the per-pod holds in the shard (pods admitted by a write of their own)."""
     return {k: sum(h[1] for h in e[1]) for k, e in shard_entries(double).items()
-            if not k.startswith((ESCROW_PREFIX, WANT_PREFIX, SUMS_PREFIX))}
+            if not k.startswith((ESCROW_PREFIX, WANT_PREFIX, SUMS_PREFIX, PEER_PREFIX))}
 
 
 def sums_held(double: ApiDouble) -> dict[str, int]:
@@ -240,10 +241,11 @@ WAVES = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 10), st.sampled_fro
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(waves=WAVES, ghosts=st.one_of(st.none(), st.integers(1, 6)))
-def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly(pki, policy_dir, waves, ghosts):
-    """Uneven waves to 3 replicas (one perhaps dead with a slice, after `ghosts` admissions): never over the quota at
-    any point or in any stored version; then 1-GPU pods fill exactly what the dead replica does not hold."""
+@given(waves=WAVES, ghosts=st.one_of(st.none(), st.integers(1, 6)), peers=st.booleans())
+def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly(pki, policy_dir, waves, ghosts, peers):
+    """Uneven waves to 3 replicas (one perhaps dead with a slice, after `ghosts` admissions; perhaps with the peer
+    channel): never over the quota at any point or in any stored version; then 1-GPU pods fill exactly what the dead
+    replica does not hold."""
 
     async def scenario():
         double = VersionedDouble()
@@ -261,7 +263,9 @@ def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly
             async with contextlib.AsyncExitStack() as stack:
                 clients = []
                 for s in states:
-                    u, session, _ = await stack.enter_async_context(running(s, pki, tasks=(s.ledger.run,)))
+                    u, session, reloading = await stack.enter_async_context(running(s, pki, tasks=(s.ledger.run,)))
+                    if peers:
+                        s.ledger.enable_peers(u.removeprefix("https://"), PeerKeys(reloading))
                     clients.append((u, session))
                 for s in states:
                     await until_ready(s)
