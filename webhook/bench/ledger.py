@@ -44,6 +44,12 @@ def add_arguments(parser) -> None:
                        help="replicas run with --ledger-escrow (serve's default): they keep slices of the quota and admit inside them")
     group.add_argument("--no-escrow", dest="escrow", action="store_false",
                        help="replicas run with --no-ledger-escrow: a compare-and-swap per admission")
+    peers = parser.add_mutually_exclusive_group()
+    peers.add_argument("--peers", dest="peers", action="store_true", default=True,
+                       help="with escrow (the default): replicas run with --peer-address 127.0.0.1, so a denial only "
+                            "another replica's slice stands behind is asked of it directly")
+    peers.add_argument("--no-peers", dest="peers", action="store_false",
+                       help="no peer channel: such a denial writes a want and waits for the holder's answer in the API")
     parser.add_argument("--replicas", type=int, default=2, help="replicas writing the one shard, 2..4 (default 2)")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="a real API server instead of the double (the ledger goes to a fresh namespace, deleted after)")
@@ -61,7 +67,7 @@ def _kubeconfig(path: pathlib.Path, port: int) -> None:
 
 def _counters(ports: list[int], ctx) -> dict:
     """Ledger writes, conflicts, seconds spent in successful writes and the commit/want wait histograms, summed over the replicas."""
-    out = {"writes": 0, "conflicts": 0, "write_seconds": 0.0, "background": 0, "waits": {}}
+    out = {"writes": 0, "conflicts": 0, "write_seconds": 0.0, "background": 0, "waits": {}, "peer": {}}
     for port in ports:
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
             for line in r.read().decode().splitlines():
@@ -71,6 +77,9 @@ def _counters(ports: list[int], ctx) -> dict:
                     out["conflicts"] += int(float(line.rsplit(" ", 1)[1]))
                 elif line.startswith('allot_ledger_slice_events_total{event="background_write"}'):
                     out["background"] += int(float(line.rsplit(" ", 1)[1]))
+                elif line.startswith("allot_ledger_peer_asks_total{"):
+                    result = line[line.index('"') + 1:line.rindex('"')]
+                    out["peer"][result] = out["peer"].get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
                 elif line.startswith("allot_ledger_write_seconds_sum"):
                     out["write_seconds"] += float(line.rsplit(" ", 1)[1])
                 elif line.startswith(("allot_ledger_commit_seconds_bucket{", "allot_ledger_want_seconds_bucket{")):
@@ -201,7 +210,9 @@ def run(args) -> int:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "webhook", "serve", "--policy", str(pdir), "--kubeconfig", kubeconfig,
                      "--ledger", ledger_ns, "--tls-cert", cert, "--tls-key", key, "--host", "127.0.0.1", "--port", "0",
-                     "--decision-log", "off", "--ledger-escrow" if args.escrow else "--no-ledger-escrow"], stdout=subprocess.DEVNULL, stderr=fe, env=env))
+                     "--decision-log", "off", "--ledger-escrow" if args.escrow else "--no-ledger-escrow",
+                     *(["--peer-address", "127.0.0.1"] if args.escrow and args.peers else [])],
+                    stdout=subprocess.DEVNULL, stderr=fe, env=env))
             ports.append(wait_port(err, procs[-1], "allot serve: listening on"))
         for p in ports:
             _ready(p, ctx)
@@ -227,6 +238,7 @@ def run(args) -> int:
             out["stateful"]["conflicts"] = c1["conflicts"] - c0["conflicts"]
             out["stateful"]["write_seconds"] = c1["write_seconds"] - c0["write_seconds"]
             out["stateful"]["waits"] = _waits(c0["waits"], c1["waits"])
+            out["stateful"]["peer"] = {k: v - c0["peer"].get(k, 0) for k, v in c1["peer"].items() if v - c0["peer"].get(k, 0)}
 
         run_loop(main)
     except Exception as exc:  # noqa: BLE001 - a process that would not start, an API server that refused
@@ -264,6 +276,7 @@ def run(args) -> int:
         "holds_per_write": admitted / max(1, sf["writes"]),
         "write_mean_ms": 1000 * sf["write_seconds"] / max(1, sf["writes"]),
         "waits": sf["waits"],  # commits by path, want waits by result: counts over 20 / 50 / 100 ms
+        "peers": args.escrow and args.peers, "peer_asks": sf["peer"],  # denials asked of a slice's holder, by result
         "load_average": os.getloadavg()[0],
     }
     ok = (figures["over_admitted"] == 0 and figures["admitted_per_s"] >= BUDGET_RATE
@@ -273,7 +286,7 @@ def run(args) -> int:
         print(json.dumps(figures))
         return 0 if ok else 1
     print(f"allot bench ledger: {args.replicas} replicas, one quota of {args.quota} GPUs, {sf['requests']} 1-GPU pod creates, "
-          f"{args.concurrency} connections per replica, {'escrow' if args.escrow else 'no escrow'} ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
+          f"{args.concurrency} connections per replica, {'escrow' if args.escrow else 'no escrow'}{', peer channel' if args.escrow and args.peers else ''} ({'API server ' + args.kubeconfig if args.kubeconfig else 'API double'})")
     print(f"  admitted           {admitted} of {args.quota}  (over-admitted {figures['over_admitted']}, "
           f"under {figures['under_admitted']})")
     print(f"  admitted pods/s    {figures['admitted_per_s']:.0f}   (budget >= {BUDGET_RATE:.0f})")
@@ -288,6 +301,9 @@ def run(args) -> int:
     for what, w in sorted(sf["waits"].items()):
         print(f"  waited: {what:<14} {w['n']:>5} commits, {w['over_20ms']} over 20 ms, {w['over_50ms']} over 50, "
               f"{w['over_100ms']} over 100")
+    if figures["peers"]:
+        asks = ", ".join(f"{n} {r}" for r, n in sorted(sf["peer"].items())) or "none"
+        print(f"  peer asks          {asks}")
     print(f"  load average       {figures['load_average']:.2f}")
     print("  within budget" if ok else "  OVER BUDGET")
     return 0 if ok else 1
