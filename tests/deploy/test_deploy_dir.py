@@ -130,6 +130,24 @@ def test_serve_args_point_into_the_mounted_bundle_trust_and_tls():
     assert volumes["tls"]["secret"]["secretName"] == "allot-tls"  # what `allot certs` tells the operator to create
 
 
+def test_every_replica_offers_the_peer_channel_at_its_pod_ip_with_the_shared_serving_key(monkeypatch):
+    import argparse
+
+    from webhook.cli.serve import add_arguments, options_from
+
+    env = {e["name"]: e for e in CONTAINER["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    args = [a.replace("$(POD_IP)", "10.4.2.17") for a in CONTAINER["args"][1:]]  # as the kubelet expands it
+    assert CONTAINER["args"][CONTAINER["args"].index("--peer-address") + 1] == "$(POD_IP)"
+    monkeypatch.delenv("ALLOT_LEDGER_ESCROW", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")  # in a Pod: in-cluster config
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = options_from(parser.parse_args(args), None)
+    assert options.peer_address == "10.4.2.17" and options.ledger and options.ledger_escrow
+    assert options.tls_key == f"{mounted_path('tls')}/tls.key"  # one Secret for every replica: the channel's proof
+
+
 def test_webhook_configurations_call_the_service():
     svc = find("Service")["metadata"]
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
