@@ -145,7 +145,8 @@ def replicas(kube, cluster, tmp_path_factory):
     servers = []
     for i in range(REPLICAS):
         (work / f"r{i}").mkdir()
-        servers.append(kit.Allot(pdir, kube.kubeconfig, work / f"r{i}", extra=("--ledger", ledger_ns), certs=certs))
+        servers.append(kit.Allot(pdir, kube.kubeconfig, work / f"r{i}", certs=certs,
+                                 extra=("--ledger", ledger_ns, "--peer-address", "127.0.0.1")))  # (the peer channel too)
     proxy = None
     try:
         for s in servers:
@@ -228,10 +229,11 @@ def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube,
     assert created == QUOTA and len(stored) == QUOTA
     writes = sum(s.metric("allot_ledger_writes", result="ok") for s in servers)
     conflicts = sum(s.metric("allot_ledger_writes", result="conflict") for s in servers) - before
+    asks = {r: sum(s.metric("allot_ledger_peer_asks", result=r) for s in servers) for r in ("admitted", "declined", "unanswered")}
     print(f"\n{CREATES} creates through the API server in {seconds:.1f}s ({CREATES / seconds:.0f}/s), {created} admitted, "
-          f"{writes:.0f} ledger writes, {conflicts:.0f} conflicts")
+          f"{writes:.0f} ledger writes, {conflicts:.0f} conflicts, peer asks {asks}")
     answered = [[d for d in s.decisions() if d.get("namespace") == ns and d.get("operation") == "CREATE"
-                 and not d.get("dry_run")] for s in servers]
+                 and not d.get("dry_run") and d.get("endpoint") != "peer"] for s in servers]  # (peer: asked by a replica)
     assert all(answered)  # the API server called both replicas (the proxy deals its connections in turn)
     assert sum(1 for a in answered for d in a if d["result"] == "allowed") == QUOTA  # together, exact
     shards = core.list_namespaced_config_map(replicas["ledger_ns"], label_selector="allot.dev/ledger=reservations").items
@@ -243,7 +245,7 @@ def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube,
         "/unseen-" in k for k in _shard_holds(core, replicas["ledger_ns"], "ledger-e2e")), timeout=15)
     holds = _shard_holds(core, replicas["ledger_ns"], "ledger-e2e")
     names = {f"{ns}/{p.metadata.name}" for p in stored}
-    pods = {k: v for k, v in holds.items() if not k.startswith(("escrow/", "admitted/"))}  # (slices, sums)
+    pods = {k: v for k, v in holds.items() if not k.startswith(("escrow/", "admitted/", "peer/"))}  # (slices, sums, peers)
     assert set(pods) <= names  # every hold in the API is an admitted pod (a denied request left none)
     assert all(sum(h[1] for h in v[1]) == 1000 for v in pods.values())
     summed = sum(h[1] for k, v in holds.items() if k.startswith("admitted/") for h in v[1])
@@ -280,7 +282,7 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
     holds = _shard_holds(core, replicas["ledger_ns"], "ledger-kill")
     # No hold of the burst is left in the API, the dead replica's included (nor its slice); the survivors
     # keep slices ahead of demand (with escrow): those are not holds of the burst.
-    assert not {k: v for k, v in holds.items() if not k.startswith("escrow/") or v[2] == killed_id}
+    assert not {k: v for k, v in holds.items() if not k.startswith(("escrow/", "peer/")) or v[2] == killed_id}
     diag.views = _views(survivors, ns)  # what each survivor counts in use before the second wave
     more = _creates(core, ns, [f"m{i}" for i in range(2 * QUOTA)])
     stored = len(core.list_namespaced_pod(ns).items)
@@ -495,7 +497,8 @@ def test_a_deployments_pods_take_from_its_hold_whichever_replica_answers(kube, r
 
     def answered():
         return [{d["name"] for d in s.decisions()[n:] if d.get("namespace") == ns and d.get("kind") == "Pod"
-                 and d.get("result") == "allowed" and not d.get("dry_run")} for s, n in zip(servers, since)]
+                 and d.get("result") == "allowed" and not d.get("dry_run") and d.get("endpoint") != "peer"}
+                for s, n in zip(servers, since)]
 
     wait_for("the decision logs to show the pods", lambda: sum(map(len, answered())) == WL_QUOTA, timeout=10)
     answered = answered()
