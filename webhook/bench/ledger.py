@@ -82,10 +82,11 @@ def _counters(ports: list[int], ctx) -> dict:
                     out["peer"][result] = out["peer"].get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
                 elif line.startswith("allot_ledger_write_seconds_sum"):
                     out["write_seconds"] += float(line.rsplit(" ", 1)[1])
-                elif line.startswith(("allot_ledger_commit_seconds_bucket{", "allot_ledger_want_seconds_bucket{")):
+                elif line.startswith(("allot_ledger_commit_seconds_bucket{", "allot_ledger_want_seconds_bucket{",
+                                      "allot_ledger_peer_wait_seconds_bucket{")):
                     labels, value = line[line.index("{") + 1:].rsplit("} ", 1)
                     fields = dict(kv.split("=", 1) for kv in labels.split(","))
-                    what = ("want " if line.startswith("allot_ledger_want") else "") + (
+                    what = {"allot_ledger_want": "want ", "allot_ledger_peer": "peer "}.get(line[:17], "") + (
                         fields.get("path") or fields.get("result") or "").strip('"')
                     le = fields["le"].strip('"')
                     per = out["waits"].setdefault(what, {})

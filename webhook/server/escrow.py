@@ -78,6 +78,12 @@ class EscrowMetrics:
         self.peer = Counter("allot_ledger_peer_asks", "Requests only other replicas' slices denied, sent to a holder over the peer "
                             "channel, by result: admitted (inside its slice), declined (it said what is left), unanswered.",
                             ["result"], registry=registry)
+        self.peer_wait = Histogram(
+            "allot_ledger_peer_wait_seconds",
+            "Time a request only other replicas' slices denied spent asking their holders over the peer channel, by how "
+            "it ended: admitted, declined (the last holder asked said no), unanswered, skipped (answers to earlier asks "
+            "showed no holder could help: nothing sent).",
+            ["result"], buckets=COMMIT_BUCKETS, registry=registry)
         Gauge("allot_ledger_slice_admits", "Commits answered inside a slice, with no write.",
               registry=registry).set_function(lambda: ledger.slice_admits)
         self.commit.labels("slice")  # every path shows from the first scrape

@@ -48,7 +48,16 @@ class PeerKeys:
         self.tls = tls  # a ReloadingTLS: followed when it reloads the files
         self.generation = -1
         self.mac = self.pin = b""
+        self.fingerprint = None  # one aiohttp Fingerprint per pin: the pool reuses a connection only for the same object
         self.current()
+
+    def pinned(self):
+        """The aiohttp `ssl=` value that accepts only the serving certificate (the same object while it is unchanged)."""
+        import aiohttp
+
+        if self.fingerprint is None:
+            self.fingerprint = aiohttp.Fingerprint(self.pin)
+        return self.fingerprint
 
     def current(self) -> PeerKeys:
         """These keys, loaded again if the serving certificate was reloaded (a failed load keeps the old ones)."""
@@ -67,6 +76,7 @@ class PeerKeys:
                                     serialization.NoEncryption())  # one form, however the PEM was written
             self.mac = hashlib.sha256(CONTEXT + der).digest()
             self.pin = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).digest()
+            self.fingerprint = None
             self.generation = self.tls.generation
         return self
 
@@ -97,6 +107,7 @@ class PeerClient:
     def __init__(self, keys: PeerKeys) -> None:
         self.keys = keys
         self._session = None
+        self.opened = 0  # connections opened (each a TLS handshake): a handful per peer, not one per ask
 
     async def ask(self, url: str, endpoint: str, body: bytes, digest: str, budget: float) -> dict | None:
         """POST the review `body` to the peer at `url`; its JSON answer, or None (unreachable, refused, not pinned, late)."""
@@ -108,7 +119,7 @@ class PeerClient:
         headers = {SIGNATURE: keys.sign(path, digest, allowance, body, time.time()), DIGEST: digest, BUDGET: allowance,
                    "Content-Type": "application/json"}
         try:
-            async with self._pool().post(url + path, data=body, headers=headers, ssl=aiohttp.Fingerprint(keys.pin),
+            async with self._pool().post(url + path, data=body, headers=headers, ssl=keys.pinned(),
                                           timeout=aiohttp.ClientTimeout(total=budget, sock_connect=CONNECT_TIMEOUT)) as resp:
                 if resp.status != 200:
                     return None
@@ -121,20 +132,30 @@ class PeerClient:
         import aiohttp
 
         if self._session is None:  # keep-alive as long as the holder's server keeps it (aiohttp's 75 s)
+            trace = aiohttp.TraceConfig()
+
+            async def opened(*_) -> None:
+                self.opened += 1
+
+            trace.on_connection_create_end.append(opened)
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, limit_per_host=PARALLEL,
-                                                                                 keepalive_timeout=70))
+                                                                                 keepalive_timeout=70),
+                                                  trace_configs=[trace])
         return self._session
 
     async def warm(self, url: str) -> None:
-        """Open a pinned connection to a newly seen peer ahead of the first ask (a TLS handshake off the request's path)."""
+        """Open the pinned connections to a newly seen peer ahead of the first asks (TLS handshakes off the requests' path)."""
         import aiohttp
 
-        try:
-            async with self._pool().get(url + "/healthz", ssl=aiohttp.Fingerprint(self.keys.current().pin),
-                                        timeout=aiohttp.ClientTimeout(total=2.0)) as resp:
-                await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, ValueError, OSError):
-            pass  # asked anyway when needed; a failure there falls back
+        async def one() -> None:
+            try:
+                async with self._pool().get(url + "/healthz", ssl=self.keys.current().pinned(),
+                                            timeout=aiohttp.ClientTimeout(total=2.0)) as resp:
+                    await resp.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, ValueError, OSError):
+                pass  # asked anyway when needed; a failure there falls back
+
+        await asyncio.gather(*(one() for _ in range(PARALLEL)))  # at once: one connection each
 
     async def close(self) -> None:
         """Close the pool."""
@@ -254,9 +275,24 @@ class Peering:
         shard = self.shards[name]
         urls = self._peer_urls(shard, time.time())
         metrics = self.escrow_metrics
-        asked = False
+        start = time.perf_counter()
+        result = "skipped"
+        try:
+            answer, asked, result = await self._ask_roomiest(review, shard, qid, need, urls, mutate, digest, budget_end)
+            return answer, asked
+        finally:
+            if result != "none":
+                metrics.peer_wait.labels(result).observe(time.perf_counter() - start)
+
+    async def _ask_roomiest(self, review, shard, qid: str, need: int, urls: dict, mutate: bool, digest: str,
+                            budget_end: float) -> tuple[dict | None, bool, str]:
+        """`ask_holders`' loop over the holders: (admitting answer or None, whether it waited, how it ended)."""
+        metrics = self.escrow_metrics
+        name = shard.name
+        asked, result = False, "none"
         for who in self._roomiest(shard, qid, urls)[:TRIES]:
             asked = True  # (from here on the loop may wait: the caller decides again, on the view it then has)
+            result = "skipped" if result == "none" else result
             gate = self._ask_gates.setdefault((name, who), asyncio.Semaphore(PARALLEL))
             async with gate:  # (a holder's answer to the asks before may show its slice cannot help)
                 if self._room_of(shard, qid, who) < need:
@@ -267,13 +303,15 @@ class Peering:
                 answer = await self.peers.ask(urls[who], "mutate" if mutate else "validate", review.body, digest, budget)
             if answer is None:
                 metrics.peer.labels("unanswered").inc()
+                result = "unanswered"
                 continue
             self._keep_left(who, answer.get("left"))
             if answer.get("admitted") is True and isinstance(answer.get("doc"), dict):
                 metrics.peer.labels("admitted").inc()
-                return answer, True
+                return answer, True, "admitted"
             metrics.peer.labels("declined").inc()
-        return None, asked
+            result = "declined"
+        return None, asked, result
 
     def _room_of(self, shard, qid: str, who: str) -> int:
         """Milli-GPU of `qid` that `who`'s live slices in `shard` may still admit: each whole, or what its holder said is left."""

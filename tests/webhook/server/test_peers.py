@@ -221,6 +221,18 @@ def test_asks_that_are_not_signed_with_the_serving_key_change_nothing(pki, other
                 status, doc = await ask(ours)
                 assert status == 200 and doc["admitted"] is True and doc["doc"]["response"]["allowed"] is True
                 assert a.ledger.slice_admits == 1
+                # Asks reuse their connections: a TLS handshake per ask cost ~3 ms each and made asks queue.
+                client = peers.PeerClient(ours)
+                try:
+                    for _ in range(20):
+                        got = await client.ask(ua, "validate", orjson.dumps(review(pod("y", namespace="elsewhere"))),
+                                               digest, 0.5)
+                        assert got is not None and got["admitted"] is True  # (no quota there: nothing spent)
+                    assert client.opened == 1
+                    await asyncio.gather(*(client.ask(ua, "validate", body, digest, 0.5) for _ in range(12)))
+                    assert client.opened <= peers.PARALLEL  # concurrent asks share at most PARALLEL connections
+                finally:
+                    await client.close()
         finally:
             await double.stop()
 
