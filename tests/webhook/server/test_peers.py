@@ -7,6 +7,7 @@ Replicas as in tests/webhook/server/test_ledger_escrow.py (the API double throug
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import orjson
@@ -16,6 +17,7 @@ from tests.webhook.server.test_ledger import NS, SHARD, post, until_ready
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.server.test_ledger_escrow import (QUOTA, VersionedDouble, assert_every_version_fits, charged,
                                                      shard_entries, slices_held, until, wave)
+from tests.webhook.server.test_ledger_escrow import escrow_on, pki, policy_dir  # noqa: F401 (the same fixtures)
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.server import peers
 from webhook.server.escrow import WANT_SUFFIX
@@ -23,24 +25,8 @@ from webhook.server.peers import PeerKeys
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
 def other_pki(tmp_path_factory):
     return make_pki(tmp_path_factory.mktemp("other-pki"))
-
-
-@pytest.fixture()
-def policy_dir(tmp_path):
-    (tmp_path / "q.policy").write_text(f'quota team-a {{\n  for namespace matches "team-a*"\n  gpus {QUOTA}\n}}\n')
-    return tmp_path
-
-
-@pytest.fixture(autouse=True)
-def escrow_on(monkeypatch):
-    monkeypatch.setenv("ALLOT_LEDGER_ESCROW", "1")
 
 
 class FakeTLS:
@@ -53,6 +39,27 @@ class FakeTLS:
 def enable(state, url: str, reloading) -> None:
     """Advertise the replica's own listener as its peer address (serve gives the channel a listener of its own)."""
     state.ledger.enable_peers(url.removeprefix("https://"), PeerKeys(reloading))
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(double, url, policy_dir, pki_a, pki_b, *, with_peers=True, lines=None):
+    """Replicas a and b over the double, serving HTTPS (a with `pki_a`), ready, their slices (and peer entries) out.
+
+    Yields (a, its URL, b, its URL, a session to b).
+    """
+    a, b = plain_replica(policy_dir, url, lines), plain_replica(policy_dir, url)
+    async with running(a, pki_a, tasks=(a.ledger.run,)) as (ua, _, ta), \
+            running(b, pki_b, tasks=(b.ledger.run,)) as (ub, sb, tb):
+        if with_peers:
+            enable(a, ua, ta)
+            enable(b, ub, tb)
+        await until_ready(a)
+        await until_ready(b)
+        await until(lambda: len(slices_held(double)) == 2, "idle replicas did not claim slices ahead of demand")
+        if with_peers:
+            await until(lambda: len([k for k in shard_entries(double) if k.startswith(peers.PEER_PREFIX)]) == 2,
+                        "the replicas did not advertise their peer addresses beside their slices")
+        yield a, ua, b, ub, sb
 
 
 def asks(state, result: str) -> float:
@@ -121,16 +128,7 @@ def test_a_denial_behind_an_idle_replicas_slice_is_admitted_by_its_holder_with_n
         url = await double.start()
         lines: list = []
         try:
-            a, b = plain_replica(policy_dir, url, lines), plain_replica(policy_dir, url)
-            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, _, ta), \
-                    running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, tb):
-                enable(a, ua, ta)
-                enable(b, ub, tb)
-                await until_ready(a)
-                await until_ready(b)
-                await until(lambda: len(slices_held(double)) == 2, "idle replicas did not claim slices ahead of demand")
-                await until(lambda: len([k for k in shard_entries(double) if k.startswith(peers.PEER_PREFIX)]) == 2,
-                            "the replicas did not advertise their peer addresses beside their slices")
+            async with two_replicas(double, url, policy_dir, pki, pki, lines=lines) as (a, _, b, ub, sb):
                 got = 0
                 for w in range(QUOTA // 8 + 1):  # waves of 8 pods, all to b
                     got += await wave([(ub, sb)], [f"b{w}-{i}" for i in range(8)])
@@ -160,18 +158,7 @@ def test_without_peers_the_same_burst_needs_a_want_and_with_them_it_needs_none(p
         double = VersionedDouble()
         url = await double.start()
         try:
-            a, b = plain_replica(policy_dir, url), plain_replica(policy_dir, url)
-            async with running(a, pki, tasks=(a.ledger.run,)) as (ua, _, ta), \
-                    running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, tb):
-                if with_peers:
-                    enable(a, ua, ta)
-                    enable(b, ub, tb)
-                await until_ready(a)
-                await until_ready(b)
-                await until(lambda: len(slices_held(double)) == 2, "idle replicas did not claim slices ahead of demand")
-                if with_peers:
-                    await until(lambda: len([k for k in shard_entries(double) if k.startswith(peers.PEER_PREFIX)]) == 2,
-                                "no peer entries")
+            async with two_replicas(double, url, policy_dir, pki, pki, with_peers=with_peers) as (_, _, b, ub, sb):
                 got = await wave([(ub, sb)], [f"b{i}" for i in range(QUOTA + 4)])
                 wanted = any(o["metadata"]["name"] == SHARD + WANT_SUFFIX
                              and any(k.startswith("want/") for k in orjson.loads(o["data"].get("holds") or "{}"))
@@ -246,15 +233,7 @@ def test_a_holder_that_cannot_be_reached_or_shows_another_certificate_only_costs
         double = VersionedDouble()
         url = await double.start()
         try:
-            a, b = plain_replica(policy_dir, url), plain_replica(policy_dir, url)
-            async with running(a, other_pki, tasks=(a.ledger.run,)) as (ua, _, ta), \
-                    running(b, pki, tasks=(b.ledger.run,)) as (ub, sb, tb):
-                enable(a, ua, ta)
-                enable(b, ub, tb)
-                await until_ready(a)
-                await until_ready(b)
-                await until(lambda: len([k for k in shard_entries(double) if k.startswith(peers.PEER_PREFIX)]) == 2,
-                            "no peer entries")
+            async with two_replicas(double, url, policy_dir, other_pki, pki) as (a, _, b, ub, sb):
                 got = await wave([(ub, sb)], [f"b{i}" for i in range(QUOTA + 4)])
                 assert got == QUOTA
                 assert asks(b, "unanswered") >= 1 and asks(b, "admitted") == 0
