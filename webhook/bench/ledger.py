@@ -83,10 +83,11 @@ def _counters(ports: list[int], ctx) -> dict:
                 elif line.startswith("allot_ledger_write_seconds_sum"):
                     out["write_seconds"] += float(line.rsplit(" ", 1)[1])
                 elif line.startswith(("allot_ledger_commit_seconds_bucket{", "allot_ledger_want_seconds_bucket{",
-                                      "allot_ledger_peer_wait_seconds_bucket{")):
+                                      "allot_ledger_peer_wait_seconds_bucket{", "allot_ledger_request_seconds_bucket{")):
                     labels, value = line[line.index("{") + 1:].rsplit("} ", 1)
                     fields = dict(kv.split("=", 1) for kv in labels.split(","))
-                    what = {"allot_ledger_want": "want ", "allot_ledger_peer": "peer "}.get(line[:17], "") + (
+                    what = {"allot_ledger_want": "want ", "allot_ledger_peer": "peer ",
+                            "allot_ledger_requ": "request (all waits)"}.get(line[:17], "") + (
                         fields.get("path") or fields.get("result") or "").strip('"')
                     le = fields["le"].strip('"')
                     per = out["waits"].setdefault(what, {})

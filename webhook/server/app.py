@@ -149,9 +149,12 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
                     return _decide(review, mutate=mutate, state=state, now=now,
                                    budget=end - time.perf_counter(), executor=executor)
 
+                entered = time.perf_counter()
                 decision, doc, cause, review.attempts = await decide_committed(
                     review, decision, doc, cause, mutate=mutate, state=state, now=now, budget_end=end, redo=redo,
                 )
+                if state.ledger.escrow:
+                    state.ledger.escrow_metrics.request.observe(time.perf_counter() - entered)
             seconds = time.perf_counter() - start
             # Metrics and the log line are not part of the answer: they run on the loop's next
             # turn, after the response is written, while the API server reads it (~25 us that

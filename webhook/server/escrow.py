@@ -78,6 +78,11 @@ class EscrowMetrics:
         self.peer = Counter("allot_ledger_peer_asks", "Requests only other replicas' slices denied, sent to a holder over the peer "
                             "channel, by result: admitted (inside its slice), declined (it said what is left), unanswered.",
                             ["result"], registry=registry)
+        self.request = Histogram(
+            "allot_ledger_request_seconds",
+            "Time one request spent in the ledger after its first decision, all its waits together (commits, conflicts "
+            "and decisions again, asks, wants); a request answered inside its slice at once is observed too.",
+            buckets=COMMIT_BUCKETS, registry=registry)
         self.peer_wait = Histogram(
             "allot_ledger_peer_wait_seconds",
             "Time a request only other replicas' slices denied spent asking their holders over the peer channel, by how "
