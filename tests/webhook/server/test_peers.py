@@ -164,6 +164,8 @@ def test_without_peers_the_same_burst_needs_a_want_and_with_them_it_needs_none(p
                              and any(k.startswith("want/") for k in orjson.loads(o["data"].get("holds") or "{}"))
                              for o in double.items("configmaps", NS))
                 wanted = wanted or b.ledger.escrow_metrics.want.labels("admitted")._sum.get() > 0
+                # Every one of those requests had its ledger time observed once, whichever way it went.
+                assert b.metrics.value("allot_ledger_request_seconds_count") == QUOTA + 4
                 return got, wanted, asks(b, "admitted")
         finally:
             await double.stop()
