@@ -112,6 +112,14 @@ def _account(review, decision, endpoint: str, state, now: float, seconds: float,
         log.exception("accounting failed for uid=%s", review.uid)
 
 
+async def _body(request: web.Request, state) -> bytes:
+    """The request body within `--max-body`; raises BadReview (413) past it."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise rv.BadReview(413, "TooLarge", f"request body exceeds the limit of {state.max_body} bytes") from None
+
+
 def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaitable[web.Response]]:
     endpoint = "mutate" if mutate else "validate"
 
@@ -120,11 +128,7 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
         now = time.time()
         state = request.app[STATE]
         try:
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                raise rv.BadReview(413, "TooLarge", f"request body exceeds the limit of {state.max_body} bytes") from None
-            review = rv.decode(body, state)
+            review = rv.decode(await _body(request, state), state)
         except rv.BadReview as exc:
             state.metrics.bad_requests.labels(exc.reason).inc()
             state.log.error(ts=now, uid=exc.uid, stage=exc.reason, message=exc.message)
@@ -184,9 +188,9 @@ def _peer_handler(executor) -> Callable[[web.Request], Awaitable[web.Response]]:
         if ledger is None or ledger.peer_keys is None or endpoint not in ("validate", "mutate"):
             return _json({"error": "NotFound", "message": "no peer channel here"}, 404)
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return _json({"error": "TooLarge", "message": f"request body exceeds the limit of {state.max_body} bytes"}, 413)
+            body = await _body(request, state)
+        except rv.BadReview as exc:
+            return _json(exc.body(), exc.status)
         digest, allowance = request.headers.get(peers.DIGEST, ""), request.headers.get(peers.BUDGET, "")
         if not ledger.peer_keys.current().verify(request.headers.get(peers.SIGNATURE), request.path, digest, allowance,
                                                  body, now):

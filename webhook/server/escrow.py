@@ -374,6 +374,11 @@ class Escrow:
             for qid, milli in flight["spent"].items():
                 shard.spent[qid] = shard.spent.get(qid, 0) + milli
 
+    def unspent(self, shard) -> int:
+        """Milli-GPU of this replica's slice in `shard` (as written) not yet spent, counting the write in flight."""
+        spent = sum(shard.spent.values()) + (sum(shard.flight["spent"].values()) if shard.flight else 0)
+        return max(0, sum(shard.slice.values()) - spent)
+
     def _queued_empty(self, shard) -> bool:
         return any(b[0] is None for b in shard.pending)
 

@@ -518,12 +518,9 @@ class ClusterLedger(ShardApi, Escrow, Peering):
         if self.deferred and self.state.cluster.synced:
             self._mirror_deferred()
         loop = asyncio.get_running_loop()
-        by_shard = self._by_shard(taken)
-        if by_shard is None:  # workload holds, gang domains: the changes and the pod holds of each shard go in one write
+        by_shard, changes, gangs = self._parts(taken)
+        if changes or gangs:  # workload holds, gang domains: the changes and the pod holds of each shard go in one write
             futures = []
-            changes = [t for t in taken if type(t) is WorkloadChange]
-            gangs = [t for t in taken if type(t) is GangChange]
-            by_shard = self._by_shard([t for t in taken if type(t) is not WorkloadChange and type(t) is not GangChange]) or {}
             parts = self._split(changes, by_shard)
             if gangs:
                 parts.setdefault(ledger_gangs.SHARD, Changes({}, [])).gangs.extend(gangs)
@@ -560,18 +557,24 @@ class ClusterLedger(ShardApi, Escrow, Peering):
         self.escrow_metrics.commit.labels(path if ok else "conflict").observe(time.perf_counter() - start)
         return ok
 
-    def _by_shard(self, taken: list) -> dict[str, dict[str, tuple]] | None:
-        """Shard name -> pod key -> (holds, expires_at) of `taken`'s pod holds; None if it has a workload or gang change."""
+    def _parts(self, taken: list) -> tuple[dict[str, dict[str, tuple]], list, list]:
+        """`taken` in one pass: (shard name -> pod key -> (holds, expires_at), workload changes, gang changes)."""
         by_shard: dict[str, dict[str, tuple]] = {}
+        changes: list = []
+        gangs: list = []
         for item in taken:
-            if type(item) is WorkloadChange or type(item) is GangChange:
-                return None
+            if type(item) is WorkloadChange:
+                changes.append(item)
+                continue
+            if type(item) is GangChange:
+                gangs.append(item)
+                continue
             key, holds, expires_at = item
             for h in holds:
                 per = by_shard.setdefault(self.root_of(h[0]), {})
                 old = per.get(key)
                 per[key] = ((old[0] if old else ()) + (h,), expires_at)
-        return by_shard
+        return by_shard, changes, gangs
 
     def _split(self, changes: list, by_shard: dict, release: bool = False) -> dict[str, Changes]:
         """Shard name -> the part of `changes` (numbered) and of the pod holds `by_shard` it holds."""

@@ -232,11 +232,6 @@ class Peering:
                 out[(who, exp)] = left
         return out
 
-    def unspent(self, shard) -> int:
-        """Milli-GPU of this replica's slice in `shard` (as written) not yet spent, counting the write in flight."""
-        spent = sum(shard.spent.values()) + (sum(shard.flight["spent"].values()) if shard.flight else 0)
-        return max(0, sum(shard.slice.values()) - spent)
-
     def peer_reply(self, admitted: bool, doc: dict | None = None, decision=None) -> dict:
         """A holder's answer to an ask: the answer document when admitted; always what is left of each of its slices."""
         left = {name: [s.slice_exp, self.unspent(s)] for name, s in self.shards.items() if s.slice}
@@ -249,8 +244,8 @@ class Peering:
         """A peer's request decided here: True if its holds fit inside this replica's slices (admitted, no write)."""
         if not (self.escrow and self.synced):
             return False
-        by_shard = self._by_shard(taken)
-        if by_shard is None or any(name not in self.shards for name in by_shard):
+        by_shard, changes, gangs = self._parts(taken)
+        if changes or gangs or any(name not in self.shards for name in by_shard):
             return False  # a workload or gang change, or a shard never read here: only a write could hold it
         now = time.time()
         for name in by_shard:
