@@ -46,6 +46,10 @@ SLICE_RENEW = SLICE_TTL - SLICE_MARGIN - 5.0  # slice age at which the next admi
 SLICE_IDLE = 2.0  # seconds without a commit after which a slice that is not kept is returned
 SLICE_SPREAD = 2  # a slice is 1/SPREAD of a fair share of the free capacity: the rest stays for a replica that needs more, or joins
 SLICE_MIN = 2000  # milli-GPU: a smaller slice is not claimed (near a quota's end every pod is a compare-and-swap)
+# With the peer channel, a slice holds at least what this replica admitted in this many of its write times
+# (its measured rate; 50 ms at least): a slice spent before its renewal lands makes requests wait for writes, and what one
+# replica holds beyond its share is lent to the others in one round trip each (webhook/server/peers.py).
+SLICE_AHEAD = 8
 KEEP_TICK = 1.0  # seconds between the keeper's looks at slices (claim, renew before SLICE_MARGIN, return)
 WANT_TICK = 0.1  # ... while another replica's want lives in a shard this one holds in: its pods shown move to a seen sum at once
 SEEN_WRITE = 1.0  # seconds at most between slice pods appearing in the snapshot and a write moving them to a seen sum
@@ -311,6 +315,8 @@ class Escrow:
             held = sum(m for m, *_ in foreign.get(spec.id, ()))
             # A replica alone in the shard counts one more: another may be starting (its keeper claims soon).
             size = min(avail, (avail + held) // (SLICE_SPREAD * (1 + max(1, len(others)))))
+            if self.peers is not None:  # (without the channel, a share held here costs the others a want: two writes)
+                size = min(avail, max(size, int(shard.rate * max(0.05, SLICE_AHEAD * shard.write_s))))
             size -= size % 1000  # whole GPUs: a fraction of one would be stranded by whole-GPU pods
             if size >= SLICE_MIN:
                 out[spec.id] = size
@@ -337,6 +343,8 @@ class Escrow:
             entries[self.want_key] = [shard.want_exp, [], self.replica, None]
         else:
             entries.pop(self.want_key, None)
+        if shard.slice and now > shard.slice_at:  # the rate the slice being replaced was spent at (halved per idle renewal)
+            shard.rate = max(sum(shard.spent.values()) / (now - shard.slice_at), shard.rate / 2)
         new = self._slice_for(shard, now)
         exp = now + SLICE_TTL
         if new:

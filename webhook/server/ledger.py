@@ -112,6 +112,7 @@ class Shard:
     unrecorded: dict[str, tuple] = field(default_factory=dict)  # key -> (holds, expires_at): admitted in the slice, not written
     flight: dict | None = None  # the write in flight: {"slice", "exp", "spent", "recorded"}
     used_at: float = 0.0  # the last commit of a hold to this shard (an idle slice is returned)
+    rate: float = 0.0  # milli-GPU per second this replica admitted inside its last slice here (sizes the next, with peers)
     wanting: int = 0  # requests of this replica waiting for other replicas' slices (a want entry is written)
     want_exp: float = 0.0
 

@@ -245,3 +245,37 @@ def test_a_holder_that_cannot_be_reached_or_shows_another_certificate_only_costs
             await double.stop()
 
     asyncio.run(scenario())
+
+
+# -- sizing by demand --
+
+def test_with_the_channel_a_replica_spending_fast_claims_past_its_fair_share_and_the_quota_stays_exact(pki, policy_dir):
+    """A measured rate sizes the next slice up to all the free capacity outside a's slice; without the channel it cannot."""
+
+    async def scenario():
+        double = VersionedDouble()
+        url = await double.start()
+        try:
+            async with two_replicas(double, url, policy_dir, pki, pki) as (a, _, b, ub, sb):
+                shard, now = b.ledger.shards[SHARD], time.time()
+                a_slice = slices_held(double)[f"escrow/{a.ledger.replica}"]
+                assert shard.rate == 0.0
+                fair = b.ledger._slice_for(shard, now)  # nothing measured yet: the fair share
+                shard.rate = 1e9  # milli-GPU/s: far more than the shard has
+                eager = b.ledger._slice_for(shard, now)
+                channel, b.ledger.peers = b.ledger.peers, None
+                without = b.ledger._slice_for(shard, now)
+                b.ledger.peers = channel
+                free = QUOTA * 1000 - a_slice  # what b's view counts as used: a's slice (b's own is b's to spend)
+                assert list(eager.values()) == [free - free % 1000]
+                assert without == fair and list(fair.values()) == [(free + a_slice) // 4 // 1000 * 1000]
+                # Then the burst, all to b: b's slices grow with its rate, a lends what it holds; exactly the quota.
+                got = await wave([(ub, sb)], [f"b{i}" for i in range(QUOTA + 4)])
+                assert got == QUOTA
+                assert shard.rate > 0
+                await until(lambda: charged(double) == QUOTA * 1000, "admitted pods were never charged")
+                assert_every_version_fits(double, QUOTA * 1000)
+        finally:
+            await double.stop()
+
+    asyncio.run(scenario())
