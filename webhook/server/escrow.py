@@ -286,7 +286,7 @@ class Escrow:
         return out
 
     def _slice_for(self, shard, now: float) -> dict[str, int]:
-        """The slice to claim in this write: per sliced quota, free capacity / (2 x replicas writing it); {} when not wanted.
+        """The slice to claim in this write: per sliced quota, free capacity / (2 x replicas writing it), with peers at least SLICE_AHEAD write times of the measured rate; {} when not wanted.
 
         None while a want lives in the shard (this replica's or another's): the waiting
         request gets what slices free. None in an idle shard that is not kept. Free capacity
