@@ -271,7 +271,7 @@ class Peering:
         urls = self._peer_urls(shard, time.time())
         metrics = self.escrow_metrics
         start = time.perf_counter()
-        result = "skipped"
+        result = "none"  # (an ask cut short by an exception is not observed as any ending)
         try:
             answer, asked, result = await self._ask_roomiest(review, shard, qid, need, urls, mutate, digest, budget_end)
             return answer, asked
