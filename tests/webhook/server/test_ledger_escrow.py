@@ -344,36 +344,38 @@ def test_another_replicas_slice_counts_here_for_as_long_as_its_shard_says(tmp_pa
         ledger = state.ledger
         rvs = iter(range(10, 100))
 
+        t0 = time.time()  # expiries are set from here and decisions are judged at given times: no race with a slow machine
+
         def load(qid: str, expires_in: float, gpus: int) -> None:
             name = shard_name(qid)
             shard = ledger.shards.setdefault(name, ledger._new_shard(name))
-            entry = [time.time() + expires_in, [[qid, gpus * 1000, 0, None, gpus * 1000]], "other", None]
+            entry = [t0 + expires_in, [[qid, gpus * 1000, 0, None, gpus * 1000]], "other", None]
             ledger._load(shard, {"metadata": {"resourceVersion": str(next(rvs))},
                                  "data": {"holds": orjson.dumps({f"{ESCROW_PREFIX}other": entry}).decode()}})
 
-        def used(ns: str) -> int:
-            """Milli-GPU counted in use in `ns`'s quota (a dry run of the whole quota: 0 when it fits)."""
+        def used(ns: str, at: float | None = None) -> int:
+            """Milli-GPU counted in use in `ns`'s quota, `at` seconds after t0 or now (a dry run of the whole quota: 0 when it fits)."""
             r = rv.decode(orjson.dumps(review(pod("x", gpus=64, namespace=ns), dryRun=True)), state)
-            decision = rv.decide(r, mutate=False, state=state, now=time.time())
+            decision = rv.decide(r, mutate=False, state=state, now=time.time() if at is None else t0 + at)
             return decision.denials[0].data["used"] if not decision.allowed else 0
 
-        load("quota team-a", 0.3, 10)
-        load("quota team-b", 30.0, 12)
-        assert (used("team-a"), used("team-b")) == (10000, 12000)
+        load("quota team-a", 60.0, 10)
+        load("quota team-b", 600.0, 12)
+        assert (used("team-a", at=0.0), used("team-b", at=0.0)) == (10000, 12000)
         gen = ledger.generation
-        load("quota team-a", 30.0, 10)  # the same slice renewed: only its expiry moved
+        load("quota team-a", 300.0, 10)  # the same slice renewed: only its expiry moved
         assert ledger.generation == gen  # nothing new to count: decisions made before are not stale
-        await asyncio.sleep(0.5)  # past the first expiry
-        assert used("team-a") == 10000  # still counted: the renewal's expiry holds
-        load("quota team-a", 0.3, 10)
+        assert used("team-a", at=120.0) == 10000  # past the first expiry, still counted: the renewal's expiry holds
+        # The shard's clock is the wall's: a renewal ending now really ends (a late start only ends it sooner).
+        load("quota team-a", time.time() - t0 + 0.3, 10)
         await asyncio.sleep(0.5)
         assert (used("team-a"), used("team-b")) == (0, 12000)  # team-a's slice ended; team-b's, in its own shard, did not
-        load("quota team-a", 30.0, 10)  # claimed again after it ended here: decisions since did not count it
+        load("quota team-a", 600.0, 10)  # claimed again after it ended here: decisions since did not count it
         assert ledger.generation > gen and used("team-a") == 10000
 
         def renew(gpus: int, pods: int) -> None:
             """The other replica's renewal in team-a's shard: `pods` of its slice's pods recorded as holds, a slice of `gpus`."""
-            exp = time.time() + 30.0
+            exp = t0 + 900.0
             entries = {f"{ESCROW_PREFIX}other": [exp, [["quota team-a", gpus * 1000, 0, None, gpus * 1000]], "other", None]}
             for i in range(pods):
                 entries[f"team-a/p{i}"] = [exp + 30.0, [["quota team-a", 1000, 0, None, 1000]], "other", None]
