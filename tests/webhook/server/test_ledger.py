@@ -78,11 +78,16 @@ class _Lines:
         pass
 
 
-async def until_ready(state, timeout=10.0) -> None:
+async def until(what, cond, timeout: float = 10.0) -> None:
+    """Wait until `cond()` holds (another replica's watch, a write behind an answer): failing, after `timeout`, with `what()` or `what`."""
     end = time.monotonic() + timeout
-    while not state.ready()[0]:
-        assert time.monotonic() < end, state.ready()[1]["problems"]
-        await asyncio.sleep(0.02)
+    while not cond():
+        assert time.monotonic() < end, what() if callable(what) else f"never: {what}"
+        await asyncio.sleep(0.01)
+
+
+async def until_ready(state, timeout=10.0) -> None:
+    await until(lambda: state.ready()[1]["problems"], lambda: state.ready()[0], timeout)
 
 
 def on_two_replicas(make, pki, scenario) -> None:
@@ -227,10 +232,7 @@ def test_a_replica_dead_after_commit_leaves_holds_that_expire(pki, policy_dir):
                     if key.startswith("team-a/ghost"):
                         entries[key][0] = time.time() - 1
                 double.put("configmaps", {**cm, "data": {"holds": orjson.dumps(entries).decode()}})
-                end = time.monotonic() + 5
-                while b.snapshot.reservations.totals()["quota team-a"][0] != 24_000:  # the watch shows b the expiry
-                    assert time.monotonic() < end
-                    await asyncio.sleep(0.01)
+                await until("the watch to show b the expiry", lambda: b.snapshot.reservations.totals()["quota team-a"][0] == 24_000)
                 results = await burst((sb, sb), (ub, ub), [f"r{i}" for i in range(40)])
                 assert sum(results) == 8  # expired: the quota is whole again, and exact
                 held = held_gpus(double)
@@ -296,10 +298,7 @@ def test_a_replica_learns_the_other_replicas_holds_through_the_watch_not_a_confl
                 await until_ready(a)
                 await until_ready(b)
                 assert sum(await burst((sa, sa), (ua, ua), [f"a{i}" for i in range(20)])) == 20
-                end = time.monotonic() + 5
-                while b.snapshot.reservations.totals().get("quota team-a", (0,))[0] != 20_000:  # no request to b yet
-                    assert time.monotonic() < end, "the watch never brought a's holds to b"
-                    await asyncio.sleep(0.01)
+                await until("the watch to bring a's holds to b", lambda: b.snapshot.reservations.totals().get("quota team-a", (0,))[0] == 20_000)  # no request to b yet
                 conflicts = double.conflicts
                 assert sum(await burst((sb, sb), (ub, ub), [f"b{i}" for i in range(20)])) == 12
                 assert double.conflicts == conflicts  # b wrote against the version its watch showed: no 409
@@ -326,10 +325,7 @@ def test_a_watch_resumed_from_a_version_the_api_no_longer_keeps_relists(pki, pol
                 for i in range(8):  # one write each: b's resourceVersion falls out of the double's history
                     assert await burst((sa, sa), (ua, ua), [f"a{i}"]) == [True]
             task = asyncio.create_task(b.ledger.run())
-            end = time.monotonic() + 5
-            while b.snapshot.reservations.totals().get("quota team-a", (0,))[0] != 8_000:
-                assert time.monotonic() < end, "b never relisted after its watch expired"
-                await asyncio.sleep(0.01)
+            await until("b to relist after its watch expired", lambda: b.snapshot.reservations.totals().get("quota team-a", (0,))[0] == 8_000)
             assert b.ledger.relists == 2  # the first read, and the one after 410 Gone
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post, until_ready
+from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post, until, until_ready
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
@@ -79,13 +79,6 @@ async def wave(clients, names) -> int:
     return sum(await asyncio.gather(*(one(i, n) for i, n in enumerate(names))))
 
 
-async def until(cond, what, timeout=15.0):
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, what
-        await asyncio.sleep(0.05)
-
-
 class VersionedDouble(ApiDouble):
     """The API double that keeps every version of the quota's shard with the time it was stored."""
 
@@ -119,7 +112,7 @@ def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy
                     running(states[2], pki, tasks=(states[2].ledger.run,)) as (u2, s2, _):
                 for s in states:
                     await until_ready(s)
-                await until(lambda: len(slices_held(double)) == 3, "idle replicas did not claim slices ahead of demand")
+                await until("idle replicas to claim slices ahead of demand", lambda: len(slices_held(double)) == 3, 15.0)
                 clients = [(u0, s0), (u1, s1), (u2, s2)]
                 admitted = 0
                 for w in range(12):  # waves of 9, 108 pods: slices admit without writes, then are given back on demand
@@ -127,7 +120,7 @@ def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy
                     assert admitted <= QUOTA  # never more, at any point
                 assert admitted == QUOTA  # and no pod was denied while capacity sat in another replica's slice
                 assert sum(s.ledger.slice_admits for s in states) > 0  # the slices did admit, unwritten
-                await until(lambda: charged(double) == QUOTA * 1000, "pods admitted inside a slice were never charged")
+                await until("pods admitted inside a slice to be charged", lambda: charged(double) == QUOTA * 1000, 15.0)
                 # Every "allowed" is now charged in the API: a hold for each pod admitted by a write of its own,
                 # one sum per replica for those it admitted inside its slices (not an entry per pod).
                 assert len(pods_held(double)) + sum(s.ledger.slice_admits for s in states) == QUOTA
@@ -150,7 +143,7 @@ def test_a_request_needing_what_sits_in_an_idle_replicas_slice_is_admitted_withi
                 await until_ready(a)
                 await until_ready(b)
                 key_a = f"{ESCROW_PREFIX}{a.ledger.replica}"
-                await until(lambda: len(slices_held(double)) == 2, "idle replicas did not claim slices ahead of demand")
+                await until("idle replicas to claim slices ahead of demand", lambda: len(slices_held(double)) == 2, 15.0)
                 idle = slices_held(double)[key_a]
                 assert idle >= 16000  # a sizable part of the quota sits in a's slice, and a gets no request
                 t0 = time.monotonic()
@@ -202,11 +195,11 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
                     if entry[2] == dead.ledger.replica:
                         entry[0] = time.time() - 1
                 double.put("configmaps", {**cm, "data": {"holds": orjson.dumps(entries).decode()}})
-                await until(lambda: all(not s.ledger.remote.get(f"{ESCROW_PREFIX}{dead.ledger.replica}@{SHARD}") for s in (b, c)),
-                            "the watch never showed the dead replica's expiry")
+                await until("the watch to show the dead replica's expiry",
+                            lambda: all(not s.ledger.remote.get(f"{ESCROW_PREFIX}{dead.ledger.replica}@{SHARD}") for s in (b, c)), 15.0)
                 second = await wave([(ub, sb), (uc, sc)], [f"r{i}" for i in range(QUOTA)])
                 assert first + second == QUOTA  # the quota is whole again, and exact
-                await until(lambda: charged(double) == QUOTA * 1000, "slice pods were never charged")
+                await until("slice pods to be charged", lambda: charged(double) == QUOTA * 1000, 15.0)
                 held = pods_held(double)
                 assert not any(k.startswith("team-a/ghost") for k in held)
                 assert not any(e[2] == dead.ledger.replica for e in shard_entries(double).values())
@@ -421,7 +414,7 @@ def test_a_write_whose_outcome_is_unknown_admits_nothing_more_inside_the_slice_u
             assert a.ledger.slice_admits == 1 and shard.slice
             double.lose = True
             a.ledger._kick_empty(shard, asyncio.get_running_loop())  # a renewal: records the pod, writes a new slice
-            await until(lambda: not shard.flushing and not double.lose, "the renewal was never written")
+            await until("the renewal to be written", lambda: not shard.flushing and not double.lose, 15.0)
             assert not shard.slice  # stored or not, this replica cannot know which slice the shard holds now
             before, writes = a.ledger.slice_admits, double.writes
             for attempt in range(3):

@@ -16,7 +16,7 @@ import pytest
 
 from policy.cluster.snapshot import ClusterSnapshot
 from tests.policy.blocks.gang.gangs_builders import CONTRACT_GANG, DECLS, bound, kueue_member, node, rack_of
-from tests.webhook.server.test_ledger import NS, on_two_replicas, pki, post, until_ready  # noqa: F401 (pki: a fixture)
+from tests.webhook.server.test_ledger import NS, on_two_replicas, pki, post, until, until_ready  # noqa: F401 (pki: a fixture)
 from tests.webhook.wh_harness import review, running
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.server.decisionlog import DecisionLog
@@ -107,10 +107,7 @@ def test_a_gang_placed_on_one_replica_pins_its_members_on_the_other_and_keeps_ot
         (a, ua, sa), (b, ub, sb) = A, B
         assert patched_rack(await answer(sa, ua, kueue_member("g-0", "g", 8, 2), "mutate")) == ["r1"]
         assert "gang:train/g" in gangs_in(double)  # written before the pinned answer left
-        end = time.monotonic() + 5
-        while planned(b, "train/g") is None:  # b's watch brings a's gang into b's planner
-            assert time.monotonic() < end, "b never held a's gang"
-            await asyncio.sleep(0.01)
+        await until("b to hold a's gang", lambda: planned(b, "train/g") is not None)  # b's watch brings a's gang into b's planner
         held = b.engine.state_for(b.snapshot).planner().index.reservations.get("train/g")
         assert held is not None and sorted(n for n, _ in held.slots.values()) == ["n1", "n2"]  # the same slots
         # another gang asked on b does not land in the slots a holds ...
@@ -118,8 +115,7 @@ def test_a_gang_placed_on_one_replica_pins_its_members_on_the_other_and_keeps_ot
         # ... and a later member of a's gang, answered by b, goes where its gang went
         assert patched_rack(await answer(sb, ub, kueue_member("g-1", "g", 8, 2), "mutate")) == ["r1"]
         assert (await answer(sb, ub, kueue_member("g-1", "g", 8, 2)))["allowed"]  # validated on b too
-        await asyncio.sleep(0.3)
-        assert planned(a, "train/other") is not None  # b's gang reached a as well
+        await until("a to hold b's gang", lambda: planned(a, "train/other") is not None)  # b's gang reaches a as well
         assert patched_rack(await answer(sa, ua, kueue_member("o-1", "other", 8, 2), "mutate")) == ["r2"]
 
     two_replicas(policy_dir, pki, TWO_FREE_RACKS, scenario)
@@ -162,10 +158,7 @@ def test_one_gang_planned_on_two_replicas_at_once_keeps_the_first_written(pki, p
         assert rv.decide(ra, mutate=True, state=a, now=now).allowed  # each plans the gang itself, before either writes
         assert rv.decide(rb, mutate=True, state=b, now=now).allowed
         assert await a.ledger.commit(ra.taken, 5.0, ra.view)
-        end = time.monotonic() + 5
-        while "gang:train/g" not in b.ledger.shards.get(SHARD, _NO_SHARD).entries:
-            assert time.monotonic() < end, "b never read a's gang"
-            await asyncio.sleep(0.01)
+        await until("b to read a's gang", lambda: "gang:train/g" in b.ledger.shards.get(SHARD, _NO_SHARD).entries)
         assert "gang:train/g" in b.ledger.clashes  # b held its own plan of it when a's arrived
         assert await b.ledger.commit(rb.taken, 5.0, rb.view) is False  # refused: not written over a's
         b.ledger.undo(rb.taken)
@@ -208,10 +201,7 @@ def test_a_jobset_held_on_one_replica_keeps_other_gangs_out_and_pins_its_pods_on
         await admit_jobset(sa, ua, training_jobset())
         entry = gangs_in(double).get(f"gang:{key}")  # written before the JobSet's "allowed"
         assert entry is not None and entry[4]["gang"]["domain"] == "r1"
-        end = time.monotonic() + 5
-        while planned(b, key) is None:  # b's watch of the gangs shard brings the JobSet's rack in
-            assert time.monotonic() < end, "b never held a's JobSet domain"
-            await asyncio.sleep(0.01)
+        await until("b to hold a's JobSet domain", lambda: planned(b, key) is not None)  # b's watch of the gangs shard brings the JobSet's rack in
         assert key in b.engine.state_for(b.snapshot).planner().workloads
         # on b: the JobSet's pod is pinned to r1 and named its reservation; another JobSet cannot have r1
         resp = await answer(sb, ub, js_pod(), "mutate")
@@ -231,15 +221,9 @@ def test_a_deleted_jobset_leaves_the_gangs_shard_and_every_replica_lets_go_of_it
         (a, ua, sa), (b, ub, sb) = A, B
         await admit_jobset(sa, ua, training_jobset())
         assert f"gang:{key}" in gangs_in(double)
-        end = time.monotonic() + 5
-        while planned(b, key) is None:
-            assert time.monotonic() < end, "b never held a's JobSet domain"
-            await asyncio.sleep(0.01)
+        await until("b to hold a's JobSet domain", lambda: planned(b, key) is not None)
         await admit_jobset(sb, ub, training_jobset(), "DELETE")
-        end = time.monotonic() + 5
-        while f"gang:{key}" in gangs_in(double) or planned(a, key) is not None:  # written after the answer, not awaited
-            assert time.monotonic() < end, (gangs_in(double), planned(a, key))
-            await asyncio.sleep(0.01)
+        await until(lambda: (gangs_in(double), planned(a, key)), lambda: f"gang:{key}" not in gangs_in(double) and planned(a, key) is None)  # written after the answer, not awaited
         assert planned(b, key) is None
         # A replica that reads the shard now holds nothing of it: a new JobSet may have r1 on a, b and it.
         c = replica(policy_dir, double.url, TWO_FREE_RACKS)

@@ -14,7 +14,7 @@ import uuid
 
 import orjson
 
-from tests.webhook.server.test_ledger import NS, SHARD, burst, on_two_replicas, policy_dir, pki, post, replica, until_ready  # noqa: F401
+from tests.webhook.server.test_ledger import NS, SHARD, burst, on_two_replicas, policy_dir, pki, post, replica, until, until_ready  # noqa: F401
 from tests.webhook.wh_harness import pod
 from webhook.bench.apidouble import ApiDouble
 
@@ -74,13 +74,6 @@ def held(state, key: str) -> int:
 
 def total(state) -> int:
     return state.snapshot.reservations.totals().get("quota team-a", (0,))[0]
-
-
-async def until(what: str, cond, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"never: {what}"
-        await asyncio.sleep(0.01)
 
 
 async def allowed(session, url, body) -> bool:
