@@ -13,10 +13,10 @@ import time
 import orjson
 import pytest
 
-from tests.webhook.server.test_ledger import NS, SHARD, post, until_ready
+from tests.webhook.server.test_ledger import NS, SHARD, post, until, until_ready
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.server.test_ledger_escrow import (QUOTA, VersionedDouble, assert_every_version_fits, charged,
-                                                     shard_entries, slices_held, until, wave)
+                                                     shard_entries, slices_held, wave)
 from tests.webhook.server.test_ledger_escrow import escrow_on, pki, policy_dir  # noqa: F401 (the same fixtures)
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.server import peers
@@ -55,10 +55,10 @@ async def two_replicas(double, url, policy_dir, pki_a, pki_b, *, with_peers=True
             enable(b, ub, tb)
         await until_ready(a)
         await until_ready(b)
-        await until(lambda: len(slices_held(double)) == 2, "idle replicas did not claim slices ahead of demand")
+        await until("idle replicas to claim slices ahead of demand", lambda: len(slices_held(double)) == 2, 15.0)
         if with_peers:
-            await until(lambda: len([k for k in shard_entries(double) if k.startswith(peers.PEER_PREFIX)]) == 2,
-                        "the replicas did not advertise their peer addresses beside their slices")
+            await until("the replicas to advertise their peer addresses beside their slices",
+                        lambda: len([k for k in shard_entries(double) if k.startswith(peers.PEER_PREFIX)]) == 2, 15.0)
         yield a, ua, b, ub, sb
 
 
@@ -136,7 +136,7 @@ def test_a_denial_behind_an_idle_replicas_slice_is_admitted_by_its_holder_with_n
                 assert got == QUOTA
                 assert asks(b, "admitted") >= 1 and a.ledger.slice_admits >= asks(b, "admitted")
                 # The admissions a made for b are a's slice pods: a's next writes charge them in its sums.
-                await until(lambda: charged(double) == QUOTA * 1000, "pods admitted for a peer were never charged")
+                await until("pods admitted for a peer to be charged", lambda: charged(double) == QUOTA * 1000, 15.0)
                 assert_every_version_fits(double, QUOTA * 1000)
                 peer_lines = [x for x in lines if x.get("endpoint") == "peer" and x.get("result") == "allowed"
                               and "failure" not in x]
@@ -186,7 +186,7 @@ def test_asks_that_are_not_signed_with_the_serving_key_change_nothing(pki, other
             async with running(a, pki, tasks=(a.ledger.run,)) as (ua, sa, ta):
                 enable(a, ua, ta)
                 await until_ready(a)
-                await until(lambda: len(slices_held(double)) == 1, "no slice claimed")
+                await until("a slice to be claimed", lambda: len(slices_held(double)) == 1, 15.0)
                 body = orjson.dumps(review(pod("x", gpus=1)))
                 digest = a.policy.digest
 
@@ -273,7 +273,7 @@ def test_with_the_channel_a_replica_spending_fast_claims_past_its_fair_share_and
                 got = await wave([(ub, sb)], [f"b{i}" for i in range(QUOTA + 4)])
                 assert got == QUOTA
                 assert shard.rate > 0
-                await until(lambda: charged(double) == QUOTA * 1000, "admitted pods were never charged")
+                await until("admitted pods to be charged", lambda: charged(double) == QUOTA * 1000, 15.0)
                 assert_every_version_fits(double, QUOTA * 1000)
         finally:
             await double.stop()
