@@ -315,30 +315,48 @@ class Scheduler:
         return [lst for (h, b), lst in group.by_gpu.items() if h or b >= floor]
 
     def _explain(self, req: PodRequest) -> tuple[str, str]:
-        """Count every node's first failing filter: the commonest is the code; the message lists them all.
+        """Count every node's first failing filter for the message (as kube-scheduler lists them all); the code is
+        the commonest among the nodes the pod's selector and affinity allow — what blocks it there (GPU, cpu…),
+        not that the many nodes it never asked for do not match — and NodeAffinity only when none is allowed.
 
         Per group: nodes outside the lists that could hold the pod lack GPU by construction, so only
         the candidates are asked one by one (the same nodes `place` just walked).
         """
         counts: dict[str, int] = {}
+        allowed: dict[str, int] = {}  # the same, over the nodes the pod's selector and affinity allow
 
-        def add(why: str, n: int) -> None:
+        def add(why: str, n: int, ok: bool = True) -> None:
             if n:
                 counts[why] = counts.get(why, 0) + n
+                if ok and why != "NodeAffinity":
+                    allowed[why] = allowed.get(why, 0) + n
 
-        add("NodeUnschedulable", self.unschedulable)
+        sel = req.selection
+        off = [n for n in self.nodes.values() if n.group is None]
+        matching = sum(1 for n in off if sel.empty or sel.matches(n.alloc.labels))
+        add("NodeUnschedulable", matching)
+        add("NodeUnschedulable", len(off) - matching, ok=False)  # never the pod's nodes: not what blocks it
         for group in self.groups:
             ok = self._group_selects(group, req.selection)
             if ok is False:
                 add("NodeAffinity", len(group.nodes))
                 continue
             orders = self._orders(group, req.demand)
-            asked = 0
+            asked: list[SimNode] = []
             for order in orders:
                 for _key, _i, node in order:
-                    asked += 1
+                    asked.append(node)
                     add(self._why_not(node, req, ok) or "InsufficientGPU", 1)  # a fit here cannot happen: place found none
-            add("InsufficientGPU", len(group.nodes) - asked)
-        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], list(WHY).index(kv[0])))
+            short = len(group.nodes) - len(asked)  # the rest are short of GPU by construction
+            if ok is None and short:  # the selector reads per-node labels: a node it rejects fails on affinity first
+                seen = {n.i for n in asked}
+                mismatched = sum(1 for n in group.nodes if n.i not in seen and not sel.matches(n.alloc.labels))
+                add("NodeAffinity", mismatched)
+                short -= mismatched
+            add("InsufficientGPU", short)
+        order = list(WHY)
+        ranked = sorted(((k, n) for k, n in counts.items() if n), key=lambda kv: (-kv[1], order.index(kv[0])))
+        blocking = sorted(allowed.items(), key=lambda kv: (-kv[1], order.index(kv[0])))
         detail = ", ".join(f"{n} {WHY[k]}" for k, n in ranked)
-        return ranked[0][0], f"0/{len(self.nodes)} nodes are available: {detail}"
+        code = blocking[0][0] if blocking else "NodeAffinity" if ranked else "InsufficientGPU"  # no nodes at all: nothing has GPUs
+        return code, f"0/{len(self.nodes)} nodes are available: {detail}"

@@ -75,3 +75,43 @@ def test_departures_free_capacity_and_gauges_return_to_zero():
     assert [o.final for o in result.outcomes] == ["bound", "unplaceable", "bound"]
     assert sim.scheduler.gpu_alloc == 0 and sim.scheduler.cpu_alloc == 0
     assert sim.index.free_gpus("n") == 8
+
+
+def _l4_affinity(a):
+    """The arrival's pod pinned to L4 by required node affinity instead of a nodeSelector."""
+    spec = a.obj["spec"]
+    spec.pop("nodeSelector", None)
+    term = {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [L4[0]]}]}
+    spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    return a
+
+
+@pytest.mark.parametrize("pin", [lambda a: a, _l4_affinity], ids=["nodeSelector", "nodeAffinity"])
+def test_a_pod_pinned_to_full_l4_nodes_is_short_of_gpu_not_of_affinity(pin):
+    # three H100 nodes the pod may not use, one L4 node it may, already full: the blocker is the L4 GPUs
+    nodes = [gpu_node("h1"), gpu_node("h2"), gpu_node("h3"), gpu_node("l4", L4)]
+    events = [pin(arrive(0, "fill", gpus=4, product=L4[0])), pin(arrive(1, "late", gpus=1, product=L4[0]))]
+    result, _ = simulate(nodes, events)
+    assert [o.final for o in result.outcomes] == ["bound", "unplaceable"]
+    assert result.outcomes[1].codes == ("InsufficientGPU",)
+    # the message still counts every node as kube-scheduler does
+    assert "3 node(s) didn't match Pod's node affinity/selector" in result.outcomes[1].message
+    assert "1 Insufficient nvidia.com/gpu" in result.outcomes[1].message
+
+
+def test_a_pod_no_node_matches_is_classified_by_affinity():
+    result, _ = simulate([gpu_node("h1"), node("cpu", None)], [arrive(0, "p", gpus=1, product=L4[0])])
+    assert result.outcomes[0].codes == ("NodeAffinity",)
+
+
+def test_a_pod_pinned_by_hostname_to_a_full_node_is_short_of_gpu():
+    # the selector reads a per-node label, so each node is asked: the two others fail on affinity, the pinned one on GPU
+    nodes = [gpu_node("h1"), gpu_node("h2"), gpu_node("h3")]
+    fill = arrive(0, "fill", gpus=8)
+    late = arrive(1, "late", gpus=1)
+    for a in (fill, late):
+        a.obj["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "h1"}
+    result, _ = simulate(nodes, [fill, late])
+    assert result.outcomes[1].codes == ("InsufficientGPU",)
+    assert result.outcomes[1].message == ("0/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+                                          "1 Insufficient nvidia.com/gpu")
