@@ -156,7 +156,7 @@ def render_text(rep: dict) -> str:
         f"GPU        allocated final {_pct(gpu['allocated_final_share'])}, peak {_pct(gpu['allocated_peak_share'])}, "
         f"mean {_pct(gpu['allocated_mean_share'])}; "
         + (f"arrived demand {_pct(gpu['arrived_demand_share'])} of the cluster" if inp.get("saturate")
-           else f"peak demand (running + waiting) {_pct(gpu['demand_peak_share'])} of the cluster"),
+           else f"peak demand (running, the starting cluster's pods too, + waiting) {_pct(gpu['demand_peak_share'])} of the cluster"),
     ]
     tl = rep["timeline"]
     i_alloc = tl["fields"].index("allocated_gpu")

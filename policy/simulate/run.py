@@ -167,7 +167,8 @@ class Simulation:
         next_sample, k = start, 0  # the k-th sample is at start + k * step_t (no drift from repeated additions)
         first_at: dict[int, float] = {}
         waiting: dict[int, int] = {}  # object id -> the attempt number scheduled
-        demand_live = 0  # milli-GPU of pods running or waiting to be resubmitted
+        # milli-GPU of pods running (those the cluster file runs too: they are allocated) or waiting to be resubmitted
+        demand_live = sum(entry[4] for entry in self._running.values())
         last_t = start
         total = len(heap)
         done = 0
@@ -191,6 +192,9 @@ class Simulation:
             last_t = t
             if kind == _DEPART:
                 if isinstance(ref, str):  # a trace departure: the pod by name
+                    entry = self._running.get(ref)
+                    if entry is not None:
+                        demand_live -= entry[4]
                     self._remove(ref)
                     for oid, att in list(waiting.items()):
                         if res.outcomes[oid].key == ref:

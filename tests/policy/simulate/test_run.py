@@ -2,7 +2,7 @@
 
 import pytest
 
-from policy.simulate.report import build_report, differences
+from policy.simulate.report import build_report, differences, render_text
 from policy.simulate.saturate import parse_multiple, saturate, target_milli
 from tests.policy.simulate.sim_builders import Departure, arrive, gpu_node, simulate
 
@@ -130,3 +130,27 @@ def test_malformed_pods_are_refused_not_crashed(spec):
     result, sim = simulate([gpu_node("n")], [Arrival(0, obj), arrive(1, "good", gpus=1)])
     assert result.outcomes[0].final == "denied" and result.outcomes[0].codes
     assert result.outcomes[1].final == "bound"
+
+
+def _running(name, node, gpus):
+    """A pod the cluster file already runs on `node`."""
+    p = arrive(0, name, gpus=gpus).obj
+    p["spec"]["nodeName"] = node
+    p["status"] = {"phase": "Running"}
+    return p
+
+
+@pytest.mark.parametrize("events, want_demand", [
+    # 4 GPUs already running, 2 arrive and run: demand is the 6 allocated, never the 2 that arrived
+    ([arrive(0, "new", gpus=2, duration=10)], [6000, 6000, 4000]),
+    # the running pod leaves by name: demand falls with it, to what is left (the arrival, then nothing)
+    ([arrive(0, "new", gpus=2, duration=20), Departure(10, "team-a/old")], [6000, 2000, 0]),
+])
+def test_demand_counts_the_pods_already_running(events, want_demand):
+    result, _ = simulate([gpu_node("n"), _running("old", "n", 4)], events, samples=2)
+    i_demand, i_alloc = 2, 3
+    assert [s[i_demand] for s in result.samples] == want_demand
+    assert all(s[i_demand] >= s[i_alloc] for s in result.samples)  # nothing runs that is not demanded
+    rep = build_report(result, {})
+    assert rep["gpu"]["demand_peak_share"] >= rep["gpu"]["allocated_peak_share"]
+    assert "peak demand (running, the starting cluster's pods too, + waiting) 75.0%" in render_text(rep)
