@@ -12,6 +12,7 @@ from policy.simulate.run import SAMPLE_FIELDS, Result
 
 SPARK = "▁▂▃▄▅▆▇█"
 DIFF_LIMIT = 50  # differing decisions listed in full; the rest are counted
+EXAMPLE_LIMIT = 160  # characters of an example message on its line of the text summary
 
 
 def _share(part: int | float, whole: int | float) -> float:
@@ -127,6 +128,17 @@ def sparkline(values: list[int], top: int, width: int = 60) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, v * len(SPARK) // (top + 1))] for v in points)
 
 
+def clip(text: str, limit: int = EXAMPLE_LIMIT) -> str:
+    """`text` whole when it fits in `limit` characters, else cut between words (inside one only when no
+    boundary falls in the second half) and ended with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit + 1]  # a space just past the limit still makes a boundary
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    kept = head[:cut].rstrip(" ,;:") if cut >= limit // 2 else ""
+    return (kept or text[:limit]) + "…"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
 
@@ -169,7 +181,7 @@ def render_text(rep: dict) -> str:
     lines.append(f"denied     by reason: {_pairs(rep['denied_by_reason'])}; by block: {_pairs(rep['denied_by_block'])}")
     lines.append(f"unplaceable by reason: {_pairs(rep['unplaceable_by_reason'])}")
     for code, text in rep["examples"].items():
-        lines.append(f"  e.g. {code}: {text[:160]}")
+        lines.append(f"  e.g. {code}: {clip(text)}")
     w = rep["waiting"]
     if w["objects"]:
         lines.append(f"waiting    {w['objects']} resubmitted objects bound: mean {w['mean_s']:g}s, p50 {w['p50_s']:g}s, "
