@@ -195,6 +195,7 @@ def run(args) -> int:
         diff = differences(result, result_b)
         doc = {"a": report, "b": report_b, "differences": diff}
         text = render_against(report, report_b, diff)
+    wrote: list[str] = []  # where --plot and --html wrote, said after the report
     if args.plot or args.html:
         from webhook.simulate.charts import charts, html_page
 
@@ -207,10 +208,14 @@ def run(args) -> int:
             out.mkdir(parents=True, exist_ok=True)
             for name, png in images.items():
                 (out / name).write_bytes(png)
+            wrote.append(f"wrote {len(images)} chart{'s' * (len(images) != 1)} to {out}: {', '.join(sorted(images))}")
         if args.html:
             pathlib.Path(args.html).write_text(html_page(doc, images), encoding="utf-8")
+            wrote.append(f"wrote the HTML page to {args.html}")
     if args.json:
         print(json.dumps(doc, indent=1, sort_keys=True))
     else:
         print(text if text is not None else render_text(report))
+    for line in wrote:  # after the report; with --json on stderr, so stdout stays one JSON document
+        print(line, file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -13,13 +13,38 @@ pytest.importorskip("matplotlib")
 BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 
 
+ROOT = str(__import__("pathlib").Path(__file__).resolve().parents[3])
+
+
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory):
+def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("sim")
     p = allot("simulate", "--retry", "60", "--against", "webhook/data/simulate/against",
-              "--plot", str(d / "plots"), "--html", str(d / "report.html"), cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]))
+              "--plot", str(d / "plots"), "--html", str(d / "report.html"), cwd=ROOT)
     assert p.returncode == 0, p.stderr
-    return d
+    return d, p
+
+
+@pytest.fixture(scope="module")
+def outputs(run):
+    return run[0]
+
+
+def test_the_summary_says_where_charts_and_page_were_written(run):
+    d, p = run
+    assert p.stdout.splitlines()[-2:] == [
+        f"wrote 4 charts to {d / 'plots'}: fragmentation.png, gpu-allocation.png, outcomes.png, quota.png",
+        f"wrote the HTML page to {d / 'report.html'}",
+    ]
+
+
+def test_with_json_the_paths_go_to_stderr_and_stdout_stays_json(tmp_path):
+    import json
+
+    p = allot("simulate", "--json", "--plot", str(tmp_path / "plots"), "--html", str(tmp_path / "r.html"), cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["objects"]["arrived"] > 0
+    assert f"wrote the HTML page to {tmp_path / 'r.html'}" in p.stderr and f"charts to {tmp_path / 'plots'}" in p.stderr
 
 
 def test_plot_writes_the_charts_as_png(outputs):
