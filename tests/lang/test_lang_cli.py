@@ -141,3 +141,40 @@ def test_check_defaults_to_the_policies_directory(tmp_path, capsys, monkeypatch)
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "a.policy").write_text("priority p 1\n")
     assert run(capsys, "check")[0] == 0
+
+
+CLASSES = "priority prod  500\npriority batch 100 default\npriority dev   10\n"
+QUOTA = 'quota team-a {\n  for namespace matches "team-a*"\n  gpus 8\n}\n'
+SOLO = "quota q {\n  cohort solo\n  gpus 8\n}\n"  # one warning (W0302)
+LIVE = "apiVersion: v1\nkind: List\nitems:\n" + "".join(
+    f"- {{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {{name: {n}}}, value: {v}, preemptionPolicy: Never}}\n"
+    for n, v in (("prod", 500), ("batch", 100), ("dev", 10)))
+DRIFTED = LIVE.replace("value: 500", "value: 400").replace("value: 10,", "value: 11,").replace("dev}, value: 11, preemptionPolicy: Never",
+                                                                                              "dev}, value: 11, preemptionPolicy: PreemptLowerPriority")
+
+
+@pytest.mark.parametrize("second, live, want_code, want_summary, want_errors", [
+    # three differences are three errors, counted in the one summary
+    (QUOTA, DRIFTED, 1, "checked 2 files and cluster {c}: 3 errors (3 priority class differences), 0 warnings", 3),
+    (QUOTA, LIVE, 0, "checked 2 files and cluster {c}: no problems; declared priority classes match the live ones", 0),
+    (SOLO, DRIFTED, 1, "checked 2 files and cluster {c}: 3 errors (3 priority class differences), 1 warning", 3),
+    (SOLO, LIVE, 0, "checked 2 files and cluster {c}: 0 errors, 1 warning; declared priority classes match the live ones", 0),
+    # a policy set that does not compile is not compared: the summary says so
+    ("quota q {\n  gpus\n}\n", DRIFTED, 1, "checked 2 files: 1 error, 0 warnings; cluster {c} not compared: the policy set has errors", 1),
+], ids=["drift", "clean", "drift-and-warning", "warning", "policy-error"])
+def test_check_cluster_summary_adds_up_in_every_format(tmp_path, capsys, second, live, want_code, want_summary, want_errors):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.policy").write_text(CLASSES)
+    (tmp_path / "p" / "b.policy").write_text(second)
+    cluster = tmp_path / "live.yaml"
+    cluster.write_text(live)
+    argv = ["check", str(tmp_path / "p"), "--cluster", str(cluster)]
+    code, out, _ = run(capsys, *argv)
+    assert code == want_code
+    assert out.rstrip().splitlines()[-1] == want_summary.format(c=cluster)
+    assert out.count(": error[") == want_errors
+    j_code, j_out, _ = run(capsys, *argv, "--format", "json")
+    assert j_code == want_code and sum(d["severity"] == "error" for d in json.loads(j_out)) == want_errors
+    s_code, s_out, _ = run(capsys, *argv, "--format", "sarif")
+    results = json.loads(s_out)["runs"][0]["results"]
+    assert s_code == want_code and sum(r["level"] == "error" for r in results) == want_errors

@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     """Exit 0 when clean (warnings allowed), 1 when any error, 2 on usage errors."""
     import lang
-    from lang.diagnostics import render_all, summarize, to_sarif
+    from lang.diagnostics import render_all, to_sarif
     from webhook.sources import read_policy_sources
 
     sources = read_policy_sources(args.paths or ["policies"])
@@ -47,12 +47,25 @@ def run(args) -> int:
         if everything:
             print(render_all(everything, dict(sources)))
             print()
-        print(summarize(diags, len(sources)))
-        if snapshot is not None:
-            print(f"cluster {args.cluster}: {len(drift)} priority class difference(s)" if drift
-                  else f"cluster {args.cluster}: declared priority classes match the live ones")
+        print(summary(diags, drift, len(sources), args.cluster if snapshot is not None else None, policy_set is not None))
     sys.stdout.flush()
     return 1 if any(d.severity == "error" for d in everything) else 0
+
+
+def summary(diags: list, drift: list, files: int, cluster: str | None, compiled: bool) -> str:
+    """The one final line: every error and warning counted once, the priority class differences among the errors."""
+    from lang.diagnostics import summarize
+
+    if cluster is None:
+        return summarize(diags, files)
+    if not compiled:
+        return f"{summarize(diags, files)}; cluster {cluster} not compared: the policy set has errors"
+    line = summarize([*diags, *drift], files).replace(":", f" and cluster {cluster}:", 1)
+    if not drift:
+        return f"{line}; declared priority classes match the live ones"
+    errors, n = sum(d.severity == "error" for d in diags) + len(drift), len(drift)
+    counted = f"{errors} error{'s' * (errors != 1)}"
+    return line.replace(counted, f"{counted} ({n} priority class difference{'s' * (n != 1)})", 1)
 
 
 def drift_diagnostics(priorities, snapshot, cluster_path: str) -> list:

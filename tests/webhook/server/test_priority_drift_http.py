@@ -74,7 +74,7 @@ def test_check_cluster_reports_drift_at_the_declaration(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "error[PriorityClassDrift]: priority class batch is declared Never but the cluster's says PreemptLowerPriority" in r.stdout
     assert "test.policy:7:1" in r.stdout and "kubectl replace --force" in r.stdout
-    assert "1 priority class difference(s)" in r.stdout
+    assert r.stdout.rstrip().endswith(f"and cluster {cluster}: 1 error (1 priority class difference), 0 warnings")
     j = run_check(str(pdir), "--cluster", str(cluster), "--format", "json")
     assert [(d["code"], d["line"]) for d in orjson.loads(j.stdout)] == [("PriorityClassDrift", 7)]
     sarif = orjson.loads(run_check(str(pdir), "--cluster", str(cluster), "--format", "sarif").stdout)
