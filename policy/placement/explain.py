@@ -137,7 +137,7 @@ def explain_unfit(index, tree: Tree, level: int, needs: Need, per_gpu) -> tuple[
         if tree is not index.flat:
             everywhere, exact_flat = _room(index, index.flat.root, demand, per_gpu)
             if everywhere > total and exact and exact_flat:
-                msg += f" ({everywhere - total} more on GPU nodes missing its labels {', '.join(tree.labels)})"
+                msg += f" ({everywhere - total} more on GPU nodes lacking one or more of its labels {', '.join(tree.labels)})"
         reasons.append(PlacementReason("InsufficientCapacity", msg, {"pods": count, "fits": total, "exact": exact, "demand": what}))
     if level >= 0:
         name = tree.level_names[level]

@@ -4,18 +4,20 @@ GANG is a YAML file (multi-document or a List) of a PodGroup / Workload of any d
 and/or its pods. The required level comes from the flags, else from the manifest (the
 group's or Kueue/KAI pod annotations), else — with `--policy` — from the policy set's
 matching `gang` block judged on the gang view, as admission would (`decided_by` names
-it). Prints JSON (`fits`, `topology`, `level`, `domain`, `nodes`, `reason`, `reasons`,
-`request`, `level_from`, `decided_by`). Exit 0 fits, 3 does not fit, 2 usage errors.
+it). Prints JSON (`notes`, `workload`, `fits`, `topology`, `level`, `domain`, `nodes`, `reason`,
+`reasons`, `request`, `level_from`, `decided_by`); a file of several workloads gets a list
+of such answers, one per workload in order. Exit 0 all fit, 3 one does not, 2 usage errors.
 """
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import sys
 
-DEFAULT_LEVELS = (("block", "topology.acme.io/block"), ("rack", "topology.acme.io/rack"), ("host", "kubernetes.io/hostname"))
+from webhook.cli.place_input import DEFAULT_LEVELS, fit_default, split_workloads, workload_name
+
+__all__ = ["DEFAULT_LEVELS", "add_arguments", "run"]
 
 
 def add_arguments(parser) -> None:
@@ -154,14 +156,9 @@ def _gang_request(objs: list[dict], snapshot, topology_name, topology_labels, ar
 
 
 def run(args) -> int:
-    """Load the cluster, read the gang, query, print JSON; exit 0 fits, 3 does not."""
-    from lang.quantity import format_milli
-    from policy.placement.request import gang_size
-    from policy.placement import PlacementIndex
-    from policy.placement.query import set_counts
-    from policy.placement.result import PlacementReason, PlacementResult
-    from webhook.errors import UsageError
+    """Load the cluster, read the gang file, judge each workload in it, print JSON; exit 0 all fit, 3 one does not."""
     from webhook.clusterfile import read_cluster_file
+    from webhook.errors import UsageError
 
     if args.per_gpu is not None and args.per_gpu < 1:
         raise UsageError(f"--per-gpu {args.per_gpu}: expected a whole number of pods >= 1")
@@ -178,7 +175,8 @@ def run(args) -> int:
             known = ", ".join(n for n, _ in topologies) or "none"
             raise UsageError(f"--topology {args.topology!r} is not declared by the policy set (declared: {known})")
         name = args.topology
-    if not topologies:
+    default = not topologies  # nothing declared or given: the default, fitted to the cluster's labels
+    if default:
         topologies = [("default", list(DEFAULT_LEVELS))]
     name = name or topologies[0][0]
     levels = [lv for lv, _ in dict(topologies)[name]]
@@ -186,7 +184,35 @@ def run(args) -> int:
         if value and value not in levels:
             raise UsageError(f"{flag} {value!r} is not a level of topology {name} (levels: {', '.join(levels)})")
     snapshot = read_cluster_file(args.cluster)
-    gang, subject, build = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args, policy)
+    workloads = split_workloads(_read_gang(args.gang), args.gang)
+    indexes: dict = {}  # one index per set of levels, shared by the workloads judged on it
+
+    def index_of(tops):
+        key = repr(tops)
+        if key not in indexes:
+            from policy.placement import PlacementIndex
+
+            indexes[key] = PlacementIndex.from_snapshot(snapshot, tops, models)
+            indexes[key].expire(args.now)
+        return indexes[key]
+
+    answers = [_judge(objs, snapshot, name, topologies, args, policy, texts, index_of, default) for objs in workloads]
+    fits = all(out["fits"] for out in answers)
+    json.dump(answers[0] if len(answers) == 1 else answers, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0 if fits else 3
+
+
+def _judge(objs, snapshot, name, topologies, args, policy, texts, index_of, default) -> dict:
+    """The answer for one workload: `notes` first (what was assumed), then the placement and the request."""
+    from dataclasses import replace
+
+    from lang.quantity import format_milli
+    from policy.placement.query import set_counts
+    from policy.placement.request import gang_size
+    from policy.placement.result import PlacementReason, PlacementResult
+
+    gang, subject, build = _gang_request(objs, snapshot, name, dict(topologies)[name], args, policy)
     decided_by = None
     if args.required or args.preferred:
         level_from = "flags"
@@ -197,15 +223,23 @@ def run(args) -> int:
         if policy is not None:
             gang, decided_by = _policy_level(policy, texts, subject, gang, topologies, build)
             level_from = "policy" if decided_by else "none"
-    index = PlacementIndex.from_snapshot(snapshot, topologies, models)
-    index.expire(args.now)
+    notes: list[str] = []
+    if default:
+        levels = dict(topologies)[name]
+        kept, notes, preferred, index = fit_default(lambda lv: index_of([(name, lv)]), levels, gang.required, gang.preferred,
+                                                    policy is not None)
+        gang = replace(gang, preferred=preferred)
+    else:
+        index = index_of(topologies)
+    for note in notes:  # a person at the terminal reads these before the JSON
+        sys.stderr.write(f"allot place: note: {note}\n")
     pods, total = gang_size(gang)
     if total <= 0:  # as on admission: a GPU-less gang has nothing to place and passes
         reason = PlacementReason("NothingToPlace", "the gang asks for no GPUs: nothing to place", {})
         result = PlacementResult(True, topology=gang.topology, reasons=(reason,))
     else:
         result = index.query(gang)
-    out = result.to_json()
+    out = {"notes": notes, "workload": workload_name(objs), **result.to_json()}
     out["request"] = {
         "pods": pods,
         "total_gpus": format_milli(total),
@@ -218,6 +252,4 @@ def run(args) -> int:
     }
     out["level_from"] = level_from  # flags | manifest | policy | none
     out["decided_by"] = decided_by
-    json.dump(out, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0 if result.fits else 3
+    return out

@@ -21,6 +21,7 @@ MINIMAL = {
 GANG = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w0", "namespace": "t"},
         "spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                  "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+DECLARED = "block=topology.acme.io/block,rack=topology.acme.io/rack,host=kubernetes.io/hostname"
 
 
 def _drop(path: str):
@@ -56,7 +57,8 @@ def test_minimum_node_fields(tmp_path, capsys, name, edit, want_fits):
         edit(node)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [node]}))
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(GANG))
-    code = main(["place", "--cluster", str(tmp_path / "c.yaml"), "--required", "host", str(tmp_path / "g.yaml")])
+    # a declared topology, as the docs' table says (the default one leaves out a level no node carries the label of)
+    code = main(["place", "--cluster", str(tmp_path / "c.yaml"), "--topology", DECLARED, "--required", "host", str(tmp_path / "g.yaml")])
     out = json.loads(capsys.readouterr().out)
     assert (code, out["fits"]) == ((0, True) if want_fits else (3, False)), out["reason"]
 
