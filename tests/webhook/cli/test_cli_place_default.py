@@ -103,6 +103,13 @@ def _member(name, group, gpus):
     return p
 
 
+def _kueue(name, group, total, gpus):
+    p = pod(name, None, gpus=gpus)
+    p["metadata"]["labels"] = {"kueue.x-k8s.io/pod-group-name": group}
+    p["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": str(total)}
+    return p
+
+
 @pytest.mark.parametrize("objs, want", [
     # two Jobs: each judged on its own against the same cluster, in the file's order
     ([_job("small", 2, 4), _job("big", 4, 8)], [("Job team-a/small", True, 2), ("Job team-a/big", False, 0)]),
@@ -111,7 +118,10 @@ def _member(name, group, gpus):
     ([_group("g1", 2), _member("x0", "g2", 8), _group("g2", 3), _member("y0", "g1", 2), _member("y1", "g1", 2),
       _member("x1", "g2", 8), _member("x2", "g2", 8)],
      [("PodGroup team-a/g1", True, 2), ("PodGroup team-a/g2", False, 0)]),
-], ids=["jobs", "jobs-fit", "pod-groups"])
+    # no group object: Kueue plain pod groups, by the group each pod names
+    ([_kueue("a0", "g1", 2, 8), _kueue("b0", "g2", 3, 8), _kueue("a1", "g1", 2, 8)],
+     [("pod group team-a/g1", True, 2), ("pod group team-a/g2", False, 0)]),
+], ids=["jobs", "jobs-fit", "pod-groups", "kueue-pod-groups"])
 def test_each_workload_of_a_file_gets_its_answer(tmp_path, capsys, objs, want):
     cluster = _cluster(tmp_path, [node("a1", gpus=8), node("a2", gpus=8)])
     code, out, _ = _place(capsys, "--cluster", cluster, _write(tmp_path, "gang.yaml", objs))
