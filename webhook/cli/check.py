@@ -60,12 +60,16 @@ def summary(diags: list, drift: list, files: int, cluster: str | None, compiled:
         return summarize(diags, files)
     if not compiled:
         return f"{summarize(diags, files)}; cluster {cluster} not compared: the policy set has errors"
-    line = summarize([*diags, *drift], files).replace(":", f" and cluster {cluster}:", 1)
-    if not drift:
-        return f"{line}; declared priority classes match the live ones"
-    errors, n = sum(d.severity == "error" for d in diags) + len(drift), len(drift)
+    errors = sum(d.severity == "error" for d in diags) + len(drift)
+    warnings = sum(d.severity != "error" for d in diags)
+    head = f"checked {files} file{'s' * (files != 1)} and cluster {cluster}: "
+    if not errors and not warnings:
+        return head + "no problems; declared priority classes match the live ones"
     counted = f"{errors} error{'s' * (errors != 1)}"
-    return line.replace(counted, f"{counted} ({n} priority class difference{'s' * (n != 1)})", 1)
+    if drift:
+        counted += f" ({len(drift)} priority class difference{'s' * (len(drift) != 1)})"
+    counted += f", {warnings} warning{'s' * (warnings != 1)}"
+    return head + counted + ("" if drift else "; declared priority classes match the live ones")
 
 
 def drift_diagnostics(priorities, snapshot, cluster_path: str) -> list:
