@@ -88,14 +88,11 @@ def _read_gang(path: str) -> list[dict]:
     import yaml
 
     from webhook.errors import UsageError
+    from webhook.textfile import read_text
 
+    text = read_text(path, "gang")
     try:
-        with open(path, encoding="utf-8-sig") as fh:
-            docs = list(yaml.safe_load_all(fh))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such gang file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from None
+        docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
