@@ -339,6 +339,8 @@ class Scheduler:
                     asked += 1
                     add(self._why_not(node, req, ok) or "InsufficientGPU", 1)  # a fit here cannot happen: place found none
             add("InsufficientGPU", len(group.nodes) - asked)
+        if not counts:  # no nodes at all (`allot simulate` refuses such a cluster): kube-scheduler's words
+            return "NoNodes", "0/0 nodes are available: no nodes available to schedule pods"
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], list(WHY).index(kv[0])))
         detail = ", ".join(f"{n} {WHY[k]}" for k, n in ranked)
         return ranked[0][0], f"0/{len(self.nodes)} nodes are available: {detail}"

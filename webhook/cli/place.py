@@ -182,7 +182,7 @@ def run(args) -> int:
     for flag, value in (("--required", args.required), ("--preferred", args.preferred)):
         if value and value not in levels:
             raise UsageError(f"{flag} {value!r} is not a level of topology {name} (levels: {', '.join(levels)})")
-    snapshot = read_cluster_file(args.cluster)
+    snapshot = read_cluster_file(args.cluster, needs_nodes="a gang cannot be placed on a cluster with no nodes")
     gang, subject, build = _gang_request(_read_gang(args.gang), snapshot, name, dict(topologies)[name], args, policy)
     decided_by = None
     if args.required or args.preferred:
