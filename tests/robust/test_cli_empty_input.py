@@ -108,3 +108,30 @@ def test_serve_reads_an_empty_cluster_file_with_the_warning(d, capsys):
 
     assert len(_load_cluster_file(str(d / "empty.yaml"))) == 0
     assert "warning: cluster " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["empty.yaml", "comments.yaml", "empty-list.yaml"])
+def test_lint_warns_of_a_file_that_holds_no_object(name, d, capsys):
+    code, out, err = run(["lint", "--policy", POLICIES, f"{{d}}/{name}", "{d}/pod.yaml"], d, capsys)
+    path = f"{d}/{name}"
+    assert code == 0, out + err  # a warning: lint's exit codes fail on errors only (docs/lint.md)
+    assert f"{path}:1:1: warning[ManifestEmpty] read 0 objects from {path} (no document, or an empty List)" in out.splitlines()
+    assert "linted 2 files, 1 object: 0 errors, 1 warning" in out
+
+
+def test_lint_counts_no_object_for_an_empty_file_in_json(d, capsys):
+    code, out, _ = run(["lint", "--policy", POLICIES, "--format", "json", "{d}/empty.yaml"], d, capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["objects"] == 0 and doc["summary"]["warnings"] == 1
+    assert [f["code"] for f in doc["findings"]] == ["ManifestEmpty"]
+
+
+def test_lint_warns_of_an_empty_stdin(d, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8"))
+    code, out, _ = run(["lint", "--policy", POLICIES, "-"], d, capsys)
+    assert code == 0 and "-:1:1: warning[ManifestEmpty] read 0 objects from -" in out
+
+
+def test_a_manifest_file_with_objects_gets_no_empty_warning(d, capsys):
+    _, out, _ = run(["lint", "--policy", POLICIES, "{d}/pod.yaml"], d, capsys)
+    assert "ManifestEmpty" not in out

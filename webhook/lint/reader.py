@@ -101,6 +101,7 @@ NO_KIND = "ManifestMissingKind"
 BAD_LIST = "ManifestBadList"
 TOO_DEEP = "ManifestTooDeep"
 RECURSIVE = "ManifestRecursiveAlias"
+EMPTY = "ManifestEmpty"
 
 
 @dataclass(slots=True)
@@ -180,6 +181,8 @@ def read_files(files: list[str], stdin=None) -> Read:
             continue
         read.texts[path] = text
         docs, findings = parse(path, text)
+        if not docs and not findings:  # an empty file, only comments, an empty List: say so rather than pass in silence
+            findings.append(Finding(path, 1, 1, EMPTY, "warning", f"read 0 objects from {path} (no document, or an empty List)"))
         read.documents.extend(docs)
         read.findings.extend(findings)
     return read
