@@ -78,6 +78,11 @@ CASES = [
     Case("certs --inject", ["certs", "--service", "s", "--namespace", "n", "-o", "{d}/certs-b", "--inject", "{bin}"]),
     Case("bench eval --cluster", ["bench", "eval", "--cluster", "{bin}", "--runs", "10"]),
 ]
+# A bundle is JSON that `allot compile` wrote: its refusal names the bundle, then the same words (no line: it is one line).
+BUNDLE_CASES = [  # (argv, exit code: verify's 1 is its documented "not an intact bundle")
+    (["bundle", "verify", "--pub", "{d}/signer.pub", "{bin}"], 1),
+    (["serve", "--bundle", "{bin}", "--trust", "{d}/signer.pub", "--cluster", SMALL, "--self-signed", "--certs-dir", "{d}/certs-d", "--port", "0"], 2),
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -98,6 +103,19 @@ def test_a_binary_file_gets_the_one_message(case, d, capsys, monkeypatch):
     if case.stream == "err":  # a usage error: the one line is all of stderr, bar the log of a policy set loaded first
         lines = [line for line in err.splitlines() if not LOG_LINE.match(line)]
         assert len(lines) == 1 and lines[0].startswith(f"allot {argv[0]}: error: "), err
+
+
+@pytest.mark.parametrize("argv, want_code", BUNDLE_CASES, ids=lambda a: a[0] if isinstance(a, list) else "")
+def test_a_binary_bundle_gets_the_one_message(argv, want_code, d, capsys):
+    from webhook.bundle import keygen
+
+    if not (d / "signer.pub").exists():
+        keygen(d / "signer")
+    code = main([a.replace("{d}", str(d)).replace("{bin}", str(d / "bin.yaml")) for a in argv])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not LOG_LINE.match(line)]
+    assert code == want_code and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].endswith("bad format: not UTF-8 text (byte 11: 0xff)"), err
 
 
 @pytest.mark.parametrize("raw, want", [
@@ -122,7 +140,7 @@ def test_a_log_line_that_is_not_text_is_located_in_the_stream(tmp_path, capsys):
 
 def test_serve_with_a_binary_cluster_exits_2_without_listening(d):
     argv = ["serve", "--policy", POLICIES, "--cluster", str(d / "bin.yaml"), "--self-signed", "--certs-dir", str(d / "certs-c"), "--port", "0"]
-    done = subprocess.run([sys.executable, "-m", "webhook", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "webhook", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert "listening" not in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == f"allot serve: error: {d / 'bin.yaml'}{WHERE}"
