@@ -86,9 +86,15 @@ def _dump(doc: dict) -> bytes:
 
 def _parse(data: bytes) -> dict:
     """The bundle document, shape-checked; BundleError(BAD_FORMAT) for anything else."""
+    from webhook.textfile import NotText, decode
+
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = decode(data, "bundle")  # the one reader's words for bytes that are not text, as every input file gets
+    except NotText as exc:
+        raise BundleError(BAD_FORMAT, exc.detail) from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
         raise BundleError(BAD_FORMAT, f"not UTF-8 JSON ({exc.__class__.__name__})") from None
     if not isinstance(doc, dict) or set(doc) != {"digest", "format", "signatures", "sources"}:
         raise BundleError(BAD_FORMAT, "expected exactly the keys digest, format, signatures, sources")

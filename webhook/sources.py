@@ -14,6 +14,11 @@ def _decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text  # a BOM is not part of the policy
 
 
+def read_policy_file(path: pathlib.Path) -> str:
+    """The text of one policy file as `lang.parse` wants it (bad bytes left for its `E0004`); UsageError if unreadable."""
+    return _read(path)
+
+
 def _read(path: pathlib.Path) -> str:
     try:
         return _decode(path.read_bytes())

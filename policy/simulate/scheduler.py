@@ -354,6 +354,8 @@ class Scheduler:
                 add("NodeAffinity", mismatched)
                 short -= mismatched
             add("InsufficientGPU", short)
+        if not counts:  # no nodes at all (`allot simulate` refuses such a cluster): kube-scheduler's words
+            return "NoNodes", "0/0 nodes are available: no nodes available to schedule pods"
         order = list(WHY)
         ranked = sorted(((k, n) for k, n in counts.items() if n), key=lambda kv: (-kv[1], order.index(kv[0])))
         blocking = sorted(allowed.items(), key=lambda kv: (-kv[1], order.index(kv[0])))

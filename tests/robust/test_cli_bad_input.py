@@ -63,11 +63,11 @@ CASES = [
     Case("test deeply nested test file", ["test", "{d}/tests"], 2, "nested too deeply"),
     Case("test unknown flag", ["test", "--bogus"], 2, "unrecognized arguments"),
     # eval: request, policy and cluster files
-    Case("eval missing request", ["eval", "--policy", POLICIES, "{d}/missing.yaml"], 2, "No such file"),
+    Case("eval missing request", ["eval", "--policy", POLICIES, "{d}/missing.yaml"], 2, "no such request file"),
     Case("eval malformed YAML", ["eval", "--policy", POLICIES, "{d}/bad.yaml"], 2, "not valid YAML/JSON"),
     Case("eval malformed JSON", ["eval", "--policy", POLICIES, "{d}/bad.json"], 2, "not valid YAML/JSON"),
     Case("eval binary request", ["eval", "--policy", POLICIES, "{d}/binary.yaml"], 2, "not UTF-8"),
-    Case("eval request a directory", ["eval", "--policy", POLICIES, "{d}/adir"], 2, "Is a directory"),
+    Case("eval request a directory", ["eval", "--policy", POLICIES, "{d}/adir"], 2, "is a directory, expected a request file"),
     Case("eval request a JSON list", ["eval", "--policy", POLICIES, "{d}/list.json"], 2, ""),
     Case("eval deeply nested request", ["eval", "--policy", POLICIES, "{d}/deep.yaml"], 2, "nested too deeply"),
     Case("eval deeply nested cluster", ["eval", "--policy", POLICIES, "--cluster", "{d}/deep.yaml", "{d}/pod-garbage.yaml"], 2, "nested deeper than"),

@@ -5,7 +5,9 @@ Each sub-command lives in its own module of this package exposing
 dependencies inside `run` so `allot check` never loads aiohttp.
 Exit codes: 0 ok, 1 findings/failures, 2 usage errors (bad flags, missing or
 unreadable files: one line on stderr), 3 denied / does not fit, 70 an internal error
-(a bug: one line; ALLOT_TRACEBACK=1 shows the traceback).
+(a bug: one line; ALLOT_TRACEBACK=1 shows the traceback). Input files are read by
+webhook/textfile.py: one message for a file that is not text, `PATH:LINE:COL: not
+UTF-8 text (byte N: 0xHH)`, with N counted from 1.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-from webhook.errors import UsageError  # defined below the CLI, so the libraries it calls raise it without importing the CLI
+from webhook.errors import UsageError, name_command  # defined below the CLI, so the libraries it calls raise it without importing the CLI
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
+    name_command(args.command)
     try:
         return int(args._run(args) or 0)
     except UsageError as exc:

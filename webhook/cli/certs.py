@@ -69,7 +69,9 @@ def _yaml_files(paths: list[pathlib.Path]) -> list[pathlib.Path]:
 def inject_ca_bundle(path: pathlib.Path, ca_bundle: str, service: str, namespace: str) -> int:
     """Set caBundle on this service's webhook entries in one YAML file; returns how many entries changed."""
 
-    text = path.read_text(encoding="utf-8")
+    from webhook.textfile import read_text
+
+    text = read_text(str(path), "--inject")
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:

@@ -80,13 +80,9 @@ def read_document(path: str) -> dict:
     import yaml
 
     from webhook.errors import UsageError
+    from webhook.textfile import read_text
 
-    try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
+    text = read_text(path, "request")
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -156,22 +152,14 @@ def run(args) -> int:
 
 def _replay(args) -> int:
     from policy.engine import Engine
-    from webhook.errors import UsageError
     from webhook.replay import render, replay
+    from webhook.textfile import read_lines
 
     policy_set = load_policy(args.policy)
     if policy_set is None:
         return 1
     snapshot = load_snapshot(args.cluster)
-    try:
-        stream = sys.stdin if args.replay == "-" else open(args.replay, encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise UsageError(f"{args.replay}: cannot read: {exc.strerror or exc}") from None
-    try:
-        with stream:
-            report = replay(stream, Engine(policy_set), snapshot, now=args.now)
-    except UnicodeDecodeError:
-        raise UsageError(f"{args.replay}: not UTF-8 text") from None
+    report = replay(read_lines(args.replay, "decision log"), Engine(policy_set), snapshot, now=args.now)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -90,14 +90,11 @@ def _read_gang(path: str) -> list[dict]:
     import yaml
 
     from webhook.errors import UsageError
+    from webhook.textfile import read_text
 
+    text = read_text(path, "gang")
     try:
-        with open(path, encoding="utf-8-sig") as fh:
-            docs = list(yaml.safe_load_all(fh))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such gang file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from None
+        docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -183,7 +180,7 @@ def run(args) -> int:
     for flag, value in (("--required", args.required), ("--preferred", args.preferred)):
         if value and value not in levels:
             raise UsageError(f"{flag} {value!r} is not a level of topology {name} (levels: {', '.join(levels)})")
-    snapshot = read_cluster_file(args.cluster)
+    snapshot = read_cluster_file(args.cluster, needs_nodes="a gang cannot be placed on a cluster with no nodes")
     workloads = split_workloads(_read_gang(args.gang), args.gang)
     indexes: dict = {}  # one index per set of levels, shared by the workloads judged on it
 

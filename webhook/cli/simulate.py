@@ -51,14 +51,18 @@ def load_cluster(path: str):
     from policy.simulate.openb import is_openb, openb_nodes
     from policy.simulate.trace import TraceError
     from webhook.cli import UsageError
+    from webhook.clusterfile import check_cluster
 
     text = _read_text(path, "cluster")
     try:
         if is_openb(text, "nodes"):
-            return ClusterSnapshot.from_objects(openb_nodes(text, path))
-        return ClusterSnapshot.from_text(text)
+            snapshot = ClusterSnapshot.from_objects(openb_nodes(text, path))
+        else:
+            snapshot = ClusterSnapshot.from_text(text)
     except (SnapshotError, TraceError) as exc:
         raise UsageError(f"{path}: {exc}" if not str(exc).startswith(path) else str(exc)) from None
+    check_cluster(path, snapshot, needs_nodes="a cluster with no nodes cannot be simulated (every pod would be unplaceable)")
+    return snapshot
 
 
 def load_trace(path: str, names: dict | None = None):
@@ -71,12 +75,17 @@ def load_trace(path: str, names: dict | None = None):
     path = names.get(path, path) if names else path
     try:
         if is_openb(text, "pods"):
-            return openb_pods(text, path)
-        if is_decision_log(text):
-            return parse_decision_log(text.splitlines(), path)
-        return parse_allot(text, path)
+            trace = openb_pods(text, path)
+        elif is_decision_log(text):
+            trace = parse_decision_log(text.splitlines(), path)
+        else:
+            trace = parse_allot(text, path)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
+    if not trace.arrivals:
+        skipped = f" ({len(trace.skipped)} record(s) skipped, the first {trace.skipped[0][0]}: {trace.skipped[0][1]})" if trace.skipped else ""
+        raise UsageError(f"trace {path} holds no pods{skipped}: nothing to simulate")
+    return trace
 
 
 class Progress:

@@ -19,6 +19,7 @@ import yaml
 
 from webhook.errors import UsageError
 from webhook.lint.finding import Finding
+from webhook.textfile import NotText, decode
 
 _BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
@@ -100,6 +101,7 @@ NO_KIND = "ManifestMissingKind"
 BAD_LIST = "ManifestBadList"
 TOO_DEEP = "ManifestTooDeep"
 RECURSIVE = "ManifestRecursiveAlias"
+EMPTY = "ManifestEmpty"
 
 
 @dataclass(slots=True)
@@ -172,15 +174,15 @@ def read_files(files: list[str], stdin=None) -> Read:
     read = Read()
     for path in files:
         read.files += 1
-        raw = _raw(path, stdin)
         try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = raw[: exc.start].count(b"\n") + 1
-            read.findings.append(Finding(path, line, 1, NOT_TEXT, "error", f"byte {exc.start}: not UTF-8 text"))
+            text = decode(_raw(path, stdin), path)  # the one reader's message, as every command gives it
+        except NotText as exc:
+            read.findings.append(Finding(path, exc.line, exc.column, NOT_TEXT, "error", exc.detail))
             continue
         read.texts[path] = text
         docs, findings = parse(path, text)
+        if not docs and not findings:  # an empty file, only comments, an empty List: say so rather than pass in silence
+            findings.append(Finding(path, 1, 1, EMPTY, "warning", f"read 0 objects from {path} (no document, or an empty List)"))
         read.documents.extend(docs)
         read.findings.extend(findings)
     return read

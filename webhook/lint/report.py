@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 
 from lang.diagnostics import sarif_log, sarif_result
 from webhook.junit import finish, testsuites
+from webhook.lint.reader import EMPTY
 from webhook.lint.run import Report
 
 _LEVEL = {"error": "error", "warning": "warning", "note": "note"}
@@ -15,9 +16,14 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
+def _objects(report: Report) -> int:
+    """Objects read: judged ones and invalid ones (a file that held none is no object)."""
+    return len(report.judged) + sum(f.code != EMPTY for f in report.invalid)
+
+
 def summary(report: Report) -> str:
     """The last line: files, objects, skipped kinds, counts per severity, and whether capacity was judged."""
-    objects = len(report.judged) + len(report.invalid)
+    objects = _objects(report)
     parts = [f"linted {_plural(report.files, 'file')}, {_plural(objects, 'object')}"]
     if report.skipped:
         parts.append(f"{report.skipped} skipped (kinds the policy set does not govern)")
@@ -55,7 +61,7 @@ def to_json(report: Report) -> dict:
         "findings": [f.to_json() for f in report.findings],
         "summary": {
             "files": report.files,
-            "objects": len(report.judged) + len(report.invalid),
+            "objects": _objects(report),
             "skipped": report.skipped,
             "errors": report.count("error"),
             "warnings": report.count("warning"),
@@ -92,7 +98,7 @@ def junit(report: Report) -> str:
         if j.governed:
             by_file.setdefault(j.doc.path, []).append((f"{j.doc.obj.get('kind')} {_name(j.doc.obj)} (line {j.doc.line})", j.findings))
     for f in report.invalid:
-        by_file.setdefault(f.path, []).append((f"(invalid object, line {f.line})", [f]))
+        by_file.setdefault(f.path, []).append(("(no objects)" if f.code == EMPTY else f"(invalid object, line {f.line})", [f]))
     for path, cases in by_file.items():
         suite = ET.SubElement(root, "testsuite", name=path, tests=str(len(cases)))
         fails = 0

@@ -113,16 +113,13 @@ def _policy_source(o: ServeOptions) -> PolicySource:
 
 
 def _load_cluster_file(path: str):
-    from policy.cluster.snapshot import ClusterSnapshot, SnapshotError
+    from webhook.clusterfile import read_cluster_file
+    from webhook.errors import UsageError
 
     try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise StartError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        return ClusterSnapshot.from_text(text)
-    except (SnapshotError, ValueError) as exc:
-        raise StartError(f"{path}: {exc}") from None
+        return read_cluster_file(path)  # the one reader: "not UTF-8 text" and an empty file's warning as every command
+    except (UsageError, ValueError) as exc:
+        raise StartError(str(exc)) from None
 
 
 def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]:

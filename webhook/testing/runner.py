@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, build_review, case_warnings, run_case
 from policy.testing.hints import did_you_mean
 from webhook.errors import UsageError
+from webhook.sources import read_policy_file
+from webhook.textfile import decode, read_bytes
 
 SUFFIX = ".test.yaml"
 
@@ -166,7 +168,7 @@ def load_test_file(path: pathlib.Path) -> TestFile:
 def read_test_file(path: pathlib.Path) -> LoadedFile:
     """`load_test_file`, keeping the line of each case."""
     shown = display(path)
-    text = path.read_text(encoding="utf-8")
+    text = _text(path, "test")
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -191,6 +193,14 @@ def read_test_file(path: pathlib.Path) -> LoadedFile:
         raise ValueError("\n".join(msgs)) from None
 
 
+def _text(path: pathlib.Path, what: str) -> str:
+    """The file's text by the one reader; ValueError (`shown:line:col: not UTF-8 text …`) as other file errors are."""
+    try:
+        return decode(read_bytes(str(path), what), display(path))
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class _Clusters:
     """Cluster states by file, parsed once; each case gets its own fresh snapshot."""
 
@@ -207,7 +217,7 @@ class _Clusters:
         if path not in self._files:
             if not path.is_file():
                 raise ValueError(f"cluster file not found: {display(path)}")
-            docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+            docs = [d for d in yaml.safe_load_all(_text(path, "cluster-state")) if d]
             self._files[path] = [o for d in docs for o in _items(d)]
         return self._files[path]
 
@@ -241,9 +251,9 @@ class _Sets:
             from lang import compile_policies
         except ImportError:
             return None, "the policy compiler is not built yet (lang.compile_policies is missing)"
-        try:
-            sources = [(display(f), f.read_text(encoding="utf-8")) for f in files]
-        except (OSError, UnicodeDecodeError) as exc:
+        try:  # read as `allot check` reads them: bad bytes become E0004 diagnostics, located
+            sources = [(display(f), read_policy_file(f)) for f in files]
+        except UsageError as exc:
             return None, f"cannot read the policy set: {exc}"
         try:
             policy_set, diagnostics = compile_policies(sources)

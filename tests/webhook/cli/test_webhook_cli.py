@@ -25,7 +25,7 @@ USAGE = [
     (["serve", "--cluster", "x.yaml", "--self-signed"], "give exactly one of --policy DIR or --bundle FILE"),
     (["serve", "--policy", "nope", "--cluster", "x.yaml", "--self-signed"], "policy set from nope rejected"),
     (["serve", "--policy", "policies", "--cluster", "x.yaml"], "give --tls-cert and --tls-key, or --self-signed"),
-    (["serve", "--policy", "policies", "--cluster", "missing.yaml", "--self-signed"], "missing.yaml: cannot read"),
+    (["serve", "--policy", "policies", "--cluster", "missing.yaml", "--self-signed"], "missing.yaml: no such cluster-state file"),  # as every command says it
     (["serve", "--bundle", "b.json", "--cluster", "x.yaml", "--self-signed"], "--bundle needs --trust"),
 ]
 
