@@ -117,3 +117,144 @@ def test_diff_and_write_need_fix(tmp_path, capsys, policy):
     path.write_text(deployment())
     rc, _, err = _lint(capsys, "--policy", policy, "--diff", str(path))
     assert rc == 2 and "--fix" in err
+
+
+# Each style: a manifest as a team writes it, and the same file after `--fix --write`, where
+# only the filled lines are new (`+` marks them below, and is cut before comparing).
+STYLES = {
+    "indented sequences, 2-space mappings": """\
+# serving, as our team writes it
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: team
+  labels:
+    app: web   # the app
++    owner: platform
++    team: team
+spec:
+  template:
+    spec:
+      containers:
+        - name: main
+          image: registry.example/web:1
+          resources:
+            limits:
+              nvidia.com/gpu: "1"
++      priorityClassName: batch
+      # a comment after the last key stays after the fill
+""",
+    "kubectl style: sequences at their key's column": """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: team
++  labels:
++    owner: platform
++    team: team
+spec:
+  template:
+    spec:
+      containers:
+      - name: main
+        resources:
+          limits:
+            nvidia.com/gpu: '1'
++      priorityClassName: batch
+""",
+    "4-space mappings, indented sequences": """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+    name: batch   # comment kept
+    namespace: team
++    labels:
++        owner: platform
++        team: team
+spec:
+    template:
+        spec:
+            restartPolicy: Never
+            containers:
+                - name: work
+                  resources:
+                      limits: {nvidia.com/gpu: "1"}
++            priorityClassName: batch
+""",
+    "flow labels and no final line break": ("""\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: batch
+  namespace: team
+  labels: {app: batch}
+spec:
+  template:
+    spec:
+      containers:
+        - name: work
+          resources: {limits: {nvidia.com/gpu: "1"}}""", """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: batch
+  namespace: team
+  labels: {app: batch, owner: platform, team: team}
+spec:
+  template:
+    spec:
+      containers:
+        - name: work
+          resources: {limits: {nvidia.com/gpu: "1"}}
+      priorityClassName: batch"""),
+}
+
+
+def _unmarked(case) -> tuple[str, str]:
+    """(the file before, the file after) of a STYLES entry: a pair, or one text whose `+` lines are the fill."""
+    if isinstance(case, tuple):
+        return case
+    lines = case.splitlines(True)
+    return "".join(l for l in lines if not l.startswith("+")), "".join(l.removeprefix("+") for l in lines)
+
+
+@pytest.mark.parametrize("name", STYLES)
+def test_fix_adds_only_the_filled_lines_in_the_documents_own_style(tmp_path, capsys, policy, name):
+    before, after = _unmarked(STYLES[name])
+    path = tmp_path / "m.yaml"
+    path.write_text(before)
+    rc, _, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
+    assert rc == 0 and "not fixed" not in err, err
+    assert path.read_text() == after
+
+
+def test_fix_diff_of_an_indented_file_is_the_added_lines_only(tmp_path, capsys, policy):
+    before, _ = _unmarked(STYLES["indented sequences, 2-space mappings"])
+    path = tmp_path / "m.yaml"
+    path.write_text(before)
+    rc, out, _ = _lint(capsys, "--policy", policy, "--fix", "--diff", str(path))
+    assert rc == 0
+    changed = [l for l in out.splitlines() if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    assert changed == ["+    owner: platform", "+    team: team", "+      priorityClassName: batch"]
+
+
+def test_fix_of_one_document_leaves_the_others_byte_for_byte(tmp_path, capsys, policy):
+    kept = "# kept as is\napiVersion: v1\nkind: ConfigMap\nmetadata:   {name: c}\ndata:\n    k:   'v'\n"
+    filled_already = deployment(labels={"owner": "platform", "team": "team"}).replace(
+        "    spec:\n", "    spec:\n      priorityClassName: batch\n")
+    before, after = _unmarked(STYLES["indented sequences, 2-space mappings"])
+    path = tmp_path / "m.yaml"
+    path.write_text(f"{kept}---\n{filled_already}---\n{before}---\n{kept}")
+    rc, _, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
+    assert rc == 0 and "fixed 1 object" in err
+    assert path.read_text() == f"{kept}---\n{filled_already}---\n{after}---\n{kept}"
+
+
+def test_a_file_with_lone_cr_line_breaks_is_reported_and_left_as_it_was(tmp_path, capsys, policy):
+    path = tmp_path / "m.yaml"
+    path.write_bytes(deployment().replace("\n", "\r").encode())
+    _, _, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
+    assert "not fixed: the file has lone CR line breaks" in err
+    assert path.read_bytes() == deployment().replace("\n", "\r").encode()
