@@ -107,7 +107,7 @@ class Document:
     """One object to judge: where it is, the plain object, and its node (for field lines)."""
 
     path: str
-    line: int  # 1-based line of its `metadata` key, else of its first line
+    line: int  # 1-based line of its first key (a List item's: after its dash)
     obj: dict
     node: Any = field(repr=False)
     item: int | None = None  # index in a `kind: List`
@@ -310,7 +310,7 @@ def _document(path: str, obj: Any, node, docs: list[Document], findings: list[Fi
         for i, (o, n) in enumerate(zip(items, item_nodes.value)):
             _document(path, o, n, docs, findings, i)
         return
-    docs.append(Document(path, _key_line(node, "metadata"), obj, node, item))
+    docs.append(Document(path, line, obj, node, item))
 
 
 def _value_node(node, key: str):

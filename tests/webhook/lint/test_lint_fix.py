@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 import yaml
 from tests.webhook.lint.lint_builders import deployment, write_policy
@@ -44,6 +47,20 @@ kind: ConfigMap
 metadata: {name: c}
 data:
   k: "v"   # quoted
+"""
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: team
+  labels: {owner: me, team: team}
+spec:
+  containers:
+  - name: main
+    resources:
+      limits: {nvidia.com/gpu: 1}
 """
 
 ADDED = ["    labels:\n", "        owner: platform\n", "        team: team\n", "            priorityClassName: batch\n"]
@@ -209,6 +226,24 @@ spec:
         - name: work
           resources: {limits: {nvidia.com/gpu: "1"}}
       priorityClassName: batch"""),
+    "a label replaced in place, its quotes kept": ("""\
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: team, labels: {owner: x, team: 'other'}}   # one line
+spec:
+  containers:
+    - name: main
+      resources: {limits: {nvidia.com/gpu: 1}}
+""", """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: team, labels: {owner: x, team: 'team'}}   # one line
+spec:
+  containers:
+    - name: main
+      resources: {limits: {nvidia.com/gpu: 1}}
+  priorityClassName: batch
+"""),
 }
 
 
@@ -258,3 +293,21 @@ def test_a_file_with_lone_cr_line_breaks_is_reported_and_left_as_it_was(tmp_path
     _, _, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
     assert "not fixed: the file has lone CR line breaks" in err
     assert path.read_bytes() == deployment().replace("\n", "\r").encode()
+
+
+def test_fix_of_a_pod_writes_the_class_name_only(tmp_path, capsys, policy):
+    """`priority` and `preemptionPolicy` are computed by the API server from the class: in git they go stale."""
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD)
+    rc, _, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
+    assert rc == 0 and "fixed 1 object" in err
+    assert path.read_text() == POD + "  priorityClassName: batch\n"
+
+
+def test_the_webhook_still_fills_priority_and_preemption_policy(tmp_path, capsys, policy):
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD)
+    assert main(["eval", "--policy", policy, "--mutate", str(path)]) == 0
+    review = json.loads(capsys.readouterr().out)
+    ops = json.loads(base64.b64decode(review["response"]["patch"]))
+    assert {op["path"] for op in ops} >= {"/spec/priorityClassName", "/spec/priority", "/spec/preemptionPolicy"}
