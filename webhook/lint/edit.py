@@ -236,7 +236,10 @@ def _insert_flow(node, tree: dict, style: Style, lines: list[str]) -> Edit:
     line = lines[end.line] if end.line < len(lines) else ""
     if end.column < 1 or line[end.column - 1 : end.column] != "}":
         raise EditError("the flow mapping's closing brace was not found")
-    text = ", ".join(f"{scalar(str(k), style)}: {flow(v, style)}" for k, v in tree.items())
+    if node.value and all(k.style == '"' for k, _ in node.value):  # JSON written as YAML: stays JSON
+        text = ", ".join(f"{json.dumps(str(k))}: {json.dumps(v, ensure_ascii=False)}" for k, v in tree.items())
+    else:
+        text = ", ".join(f"{scalar(str(k), style)}: {flow(v, style)}" for k, v in tree.items())
     if node.value:
         text = ", " + text
     return Edit(end.line, end.column - 1, end.line, end.column - 1, text)

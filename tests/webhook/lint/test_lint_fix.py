@@ -244,6 +244,12 @@ spec:
       resources: {limits: {nvidia.com/gpu: 1}}
   priorityClassName: batch
 """),
+    "a JSON manifest stays JSON": (
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team"},\n'
+        ' "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}\n',
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team", '
+        '"labels": {"owner": "platform", "team": "team"}},\n'
+        ' "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}], "priorityClassName": "batch"}}\n'),
 }
 
 

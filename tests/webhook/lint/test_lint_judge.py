@@ -180,3 +180,10 @@ def test_a_fill_that_replaces_a_field_is_at_that_fields_line(tmp_path):
 def test_a_label_named_priority_is_the_rules_fill_not_the_priority_class(tmp_path):
     notes = _notes(tmp_path, POD, 'priority batch 100 default\nrule p {\n  for gpus > 0\n  set labels["priority"] = "high"\n}\n')
     assert sorted(n.block for n in notes) == ["priority batch", "rule p"]
+
+
+def test_the_default_priority_of_two_pod_templates_is_one_note(tmp_path):
+    text = TWO_SETS.replace("            priorityClassName: nightly\n", "")
+    notes = _notes(tmp_path, text, "priority batch 100 default\n")
+    assert len(notes) == 1, [str(n) for n in notes]
+    assert notes[0].message.count("priorityClassName") == 2 and notes[0].line == 1
