@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import difflib
 import json
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.webhook.lint.lint_builders import deployment, write_policy
 
 from webhook.cli import main
@@ -317,3 +320,39 @@ def test_the_webhook_still_fills_priority_and_preemption_policy(tmp_path, capsys
     review = json.loads(capsys.readouterr().out)
     ops = json.loads(base64.b64decode(review["response"]["patch"]))
     assert {op["path"] for op in ops} >= {"/spec/priorityClassName", "/spec/priority", "/spec/preemptionPolicy"}
+
+
+class _IndentedSequences(yaml.SafeDumper):
+    """PyYAML writes `- ` at the key's column; this dumper indents sequences under their key."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(indent=st.sampled_from([2, 4]), indented=st.booleans(), labels=st.sampled_from([None, {"app": "web"}, {"app": "web", "tier": "x"}]),
+       containers=st.integers(1, 3), sort=st.booleans())
+def test_fix_only_adds_lines_whatever_the_style(tmp_path, policy, indent, indented, labels, containers, sort):
+    from webhook.lint.fix import fix_file
+    from webhook.lint.judge import Linter
+    from webhook.lint.run import lint
+    from webhook.cli.eval import load_policy
+
+    meta = {"name": "web", "namespace": "team", **({"labels": labels} if labels is not None else {})}
+    obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+           "spec": {"template": {"spec": {"containers": [
+               {"name": f"c{i}", "resources": {"limits": {"nvidia.com/gpu": "1"}}, "args": ["a", "b"]} for i in range(containers)]}}}}
+    text = yaml.dump(obj, Dumper=_IndentedSequences if indented else yaml.SafeDumper, indent=indent, sort_keys=sort)
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    linter = Linter(load_policy([policy]), snapshot=None, user="u", groups=("system:authenticated",), now=0.0)
+    report = lint([str(path)], linter)
+    fixed = fix_file(str(path), text, report.judged)
+    assert fixed.problems == ()
+    diff = list(difflib.ndiff(text.splitlines(True), fixed.after.splitlines(True)))
+    assert not [l for l in diff if l.startswith("- ")], "".join(diff)  # only added lines
+    got = yaml.safe_load(fixed.after)
+    assert got["metadata"]["labels"] == {**(labels or {}), "owner": "platform", "team": "team"}
+    assert got["spec"]["template"]["spec"]["priorityClassName"] == "batch"
+    added = [l[2:] for l in diff if l.startswith("+ ")]
+    assert all((len(l) - len(l.lstrip(" "))) % indent == 0 for l in added), added  # at the document's own step
