@@ -248,11 +248,11 @@ spec:
   priorityClassName: batch
 """),
     "a JSON manifest stays JSON": (
-        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team"},\n'
-        ' "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}\n',
-        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team", '
-        '"labels": {"owner": "platform", "team": "team"}},\n'
-        ' "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}], "priorityClassName": "batch"}}\n'),
+        ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team"},\n'
+         ' "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}\n'),
+        ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team", '
+         '"labels": {"owner": "platform", "team": "team"}},\n'
+         ' "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}], "priorityClassName": "batch"}}\n')),
 }
 
 
@@ -333,10 +333,10 @@ class _IndentedSequences(yaml.SafeDumper):
 @given(indent=st.sampled_from([2, 4]), indented=st.booleans(), labels=st.sampled_from([None, {"app": "web"}, {"app": "web", "tier": "x"}]),
        containers=st.integers(1, 3), sort=st.booleans())
 def test_fix_only_adds_lines_whatever_the_style(tmp_path, policy, indent, indented, labels, containers, sort):
+    from webhook.cli.eval import load_policy
     from webhook.lint.fix import fix_file
     from webhook.lint.judge import Linter
     from webhook.lint.run import lint
-    from webhook.cli.eval import load_policy
 
     meta = {"name": "web", "namespace": "team", **({"labels": labels} if labels is not None else {})}
     obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
