@@ -272,6 +272,7 @@ def _shift(node, offset: int) -> None:
             continue
         seen.add(id(n))
         n.start_mark = _ShiftedMark(n.start_mark.line + offset, n.start_mark.column)
+        n.end_mark = _ShiftedMark(n.end_mark.line + offset, n.end_mark.column)  # `--fix` writes after a node's end
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 stack.extend((k, v))

@@ -356,3 +356,13 @@ def test_fix_only_adds_lines_whatever_the_style(tmp_path, policy, indent, indent
     assert got["spec"]["template"]["spec"]["priorityClassName"] == "batch"
     added = [l[2:] for l in diff if l.startswith("+ ")]
     assert all((len(l) - len(l.lstrip(" "))) % indent == 0 for l in added), added  # at the document's own step
+
+
+def test_fix_after_a_broken_document_writes_at_the_right_lines(tmp_path, capsys, policy):
+    before, after = _unmarked(STYLES["indented sequences, 2-space mappings"])
+    path = tmp_path / "m.yaml"
+    path.write_text("kind: [\n---\n" + before)
+    rc, out, err = _lint(capsys, "--policy", policy, "--fix", "--write", str(path))
+    assert rc == 1 and "ManifestYamlSyntax" in out  # the broken document is still an error
+    assert "not fixed" not in err and "fixed 1 object" in err, err
+    assert path.read_text() == "kind: [\n---\n" + after
