@@ -170,3 +170,12 @@ def test_explain_json_keeps_the_exact_bytes(tmp_path, capsys):
     data = {r["code"]: r["data"] for r in reasons}
     assert data["FractionMemoryBelowFloor"]["gpu_memory"] == 7730941132
     assert data["QuotaMemoryExceeded"]["requested"] == 7730941132
+
+
+def test_a_deny_message_template_prints_bytes_in_binary_units(tmp_path, capsys):
+    (tmp_path / "s.policy").write_text(SLICES + 'rule small {\n  for has(gpu_memory)\n  when gpu_memory < 10Gi\n'
+                                       '  deny "{name}: {gpu_memory} is too little"\n}\n')
+    (tmp_path / "pod.yaml").write_text(SHARE)
+    assert main(["eval", "--policy", str(tmp_path / "s.policy"), str(tmp_path / "pod.yaml")]) == 3
+    message = json.loads(capsys.readouterr().out)["response"]["status"]["message"]
+    assert "p: 7.2Gi is too little" in message
