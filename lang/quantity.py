@@ -69,6 +69,27 @@ def format_bytes(n: int) -> str:
     return str(n)
 
 
+_BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def format_bytes_short(n: int) -> str:
+    """Bytes for people to read: exact when short ('80Gi', '1920Gi'), else one decimal of the largest binary unit reached ('7.2Gi').
+
+    Below 1Ki the plain byte count. `8.0Gi` is a little off 8Gi, `8Gi` exactly it. For text
+    output only: JSON keeps the integer, and policy text needs `format_bytes`'s exact form.
+    """
+    exact = format_bytes(n)
+    if abs(n) < 1024 or (exact.endswith("i") and len(exact.lstrip("-")) <= 6):  # at most 4 digits and a unit
+        return exact
+    sign, m = ("-" if n < 0 else ""), abs(n)
+    i = max(k for k, suffix in enumerate(_BINARY) if m >= _SUFFIX[suffix])
+    unit = int(_SUFFIX[_BINARY[i]])
+    tenths = (m * 20 + unit) // (2 * unit)  # rounded half up, in integers
+    if tenths >= 10240 and i + 1 < len(_BINARY):  # 1023.96Mi reads as 1.0Gi
+        i, tenths = i + 1, 10
+    return f"{sign}{tenths // 10}.{tenths % 10}{_BINARY[i]}"
+
+
 def format_milli(n: int) -> str:
     """GPU amounts for people: 4000 -> '4', 250 -> '0.25', 1500 -> '1.5'."""
     whole, frac = divmod(abs(n), 1000)

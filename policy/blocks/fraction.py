@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from lang import ir
-from lang.quantity import format_bytes, format_milli
+from lang.quantity import format_bytes_short, format_milli
 from policy.context import Context, where
 from policy.placement import GangRequest
 from policy.placement.index import FLAT
@@ -84,12 +84,12 @@ def _check_floor(ctx: Context, f: ir.Fraction, block: str, location: str, mode: 
     mem, floor = ctx.w.gpu_memory, f.memory_floor
     data = {"gpu_memory": mem, "floor": floor}
     if mem is None:
-        text = f"{f.name}: GPU memory of the slice is unknown (no memory request and no declared GPU model); floor is {format_bytes(floor)}"
+        text = f"{f.name}: GPU memory of the slice is unknown (no memory request and no declared GPU model); floor is {format_bytes_short(floor)}"
         ctx.find("FractionMemoryUnknown", block, location, text, mode, data)
     elif mem < floor:
-        ctx.find("FractionMemoryBelowFloor", block, location, f"{f.name}: GPU memory {format_bytes(mem)} < floor {format_bytes(floor)}", mode, data)
+        ctx.find("FractionMemoryBelowFloor", block, location, f"{f.name}: GPU memory {format_bytes_short(mem)} < floor {format_bytes_short(floor)}", mode, data)
     elif ctx.trace is not None:
-        ctx.note(block, location, f"GPU memory {format_bytes(mem)} >= floor {format_bytes(floor)}")
+        ctx.note(block, location, f"GPU memory {format_bytes_short(mem)} >= floor {format_bytes_short(floor)}")
 
 
 def _check_sharers(ctx: Context, f: ir.Fraction, block: str, location: str, mode: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from lang import ir
-from lang.quantity import format_bytes, format_milli
+from lang.quantity import format_bytes_short, format_milli
 from policy.cluster.snapshot import is_live
 from policy.context import Context, where
 from policy.cluster.ledger import ReservationLedger
@@ -414,11 +414,11 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
             over = used + charge > spec.gpu_memory
             if over or explaining:
                 data = {"used": used, "requested": charge, "nominal": spec.gpu_memory, "borrowable": 0}
-                text = f"{name}: {format_bytes(used)} GPU memory in use + {format_bytes(charge)} requested"
+                text = f"{name}: {format_bytes_short(used)} GPU memory in use + {format_bytes_short(charge)} requested"
                 if over:
-                    ctx.find("QuotaMemoryExceeded", block, location, f"{text} > {format_bytes(spec.gpu_memory)} nominal", mode, data)
+                    ctx.find("QuotaMemoryExceeded", block, location, f"{text} > {format_bytes_short(spec.gpu_memory)} nominal", mode, data)
                 else:
-                    ctx.note(block, location, f"{text} <= {format_bytes(spec.gpu_memory)} nominal: fits")
+                    ctx.note(block, location, f"{text} <= {format_bytes_short(spec.gpu_memory)} nominal: fits")
         if resize and memory and w.total_gpus:  # a resize holds the memory of the GPUs it adds, not of the whole workload again
             memory = memory * requested // w.total_gpus
         ctx.reserve.append((ledger, (qi, requested, memory, model, requested)))

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Callable
 
 from lang import ir
-from lang.quantity import format_bytes, format_milli
+from lang.quantity import format_bytes, format_bytes_short, format_milli
 
 Getter = Callable[[object], object]
 
@@ -157,8 +157,12 @@ def _compile_arith(e: ir.Arith, levels: Levels) -> Getter:
     return arith
 
 
-def render_value(value: object, type_: ir.Type) -> str:
-    """A value as people read it in messages and labels: 4000 milli-GPU -> '4', bytes -> '80Gi'."""
+def render_value(value: object, type_: ir.Type, *, exact: bool = True) -> str:
+    """A value as people read it in messages and labels: 4000 milli-GPU -> '4', bytes -> '80Gi'.
+
+    `exact=False` (message templates) rounds bytes no short unit form states ('7.2Gi');
+    a label or annotation value keeps every byte.
+    """
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -166,7 +170,7 @@ def render_value(value: object, type_: ir.Type) -> str:
     if type_ in _MILLI_TYPES and isinstance(value, int):
         return format_milli(value)
     if type_ is ir.Type.BYTES and isinstance(value, int):
-        return format_bytes(value)
+        return format_bytes(value) if exact else format_bytes_short(value)
     if type_ is ir.Type.LEVEL and isinstance(value, tuple):
         return ".".join(value)
     if isinstance(value, str):
@@ -189,7 +193,7 @@ def compile_template(tpl: ir.Template | None, levels: Levels | None = None) -> C
             parts.append(lambda w, s=part: s)
         else:
             get, type_ = _compile(part, levels), part.type
-            parts.append(lambda w, g=get, t=type_: render_value(g(w), t))
+            parts.append(lambda w, g=get, t=type_: render_value(g(w), t, exact=False))
     if all(isinstance(p, str) for p in tpl.parts):
         text = "".join(tpl.parts)
         return lambda w: text

@@ -7,7 +7,7 @@ from policy.placement.capacity import TAINT_SEP
 from policy.placement.devices import Demand
 from policy.placement.room import Need, exact_everywhere, model_keys_of, room, room_bound, walk
 from policy.placement.result import PlacementReason, describe_demand, format_cpu
-from lang.quantity import format_bytes
+from lang.quantity import format_bytes_short
 
 
 EXPLAIN_NODES = 4096  # nodes a reason counts one by one; above, it gives the aggregates' bound ("at most")
@@ -96,9 +96,11 @@ def _resources(index, tree: Tree, needs: Need, per_gpu) -> tuple[list[PlacementR
             continue  # no node has GPU room: InsufficientCapacity says so
         what = describe_demand(demand)
         found = False
-        for name, asked, free, show in (("cpu", demand.cpu, best[0], format_cpu), ("memory", demand.ram, best[1], format_bytes),
+        for name, asked, free, show in (("cpu", demand.cpu, best[0], format_cpu), ("memory", demand.ram, best[1], format_bytes_short),
                                         ("pods", 1, best[2], str)):
             if asked and free < asked:
+                if show(asked) == show(free):  # rounded alike: the exact amounts show the shortfall
+                    show = str
                 msg = f"{name}: {show(asked)} requested per pod, the best node with room for its GPUs has {show(free)} free"
                 blocking.append(PlacementReason("InsufficientResource", msg, {"resource": name, "requested": asked, "best_free": free, "demand": what}))
                 found = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from lang.quantity import format_bytes, format_milli
+from lang.quantity import format_bytes_short, format_milli
 from policy.decision import Placement
 from policy.placement.devices import Demand
 from policy.subject.model import PodSet
@@ -100,10 +100,10 @@ def describe_demand(demand: Demand) -> str:
     else:
         text = f"{format_milli(demand.milli)} GPU"
     if demand.memory:
-        text += f" with {format_bytes(demand.memory)}"
+        text += f" with {format_bytes_short(demand.memory)}"
     if demand.model:
         text += f" of {demand.model}"
     if demand.cpu or demand.ram:
         text += " and " + " and ".join(p for p in ((f"{format_cpu(demand.cpu)} cpu" if demand.cpu else ""),
-                                                     (f"{format_bytes(demand.ram)} memory" if demand.ram else "")) if p)
+                                                     (f"{format_bytes_short(demand.ram)} memory" if demand.ram else "")) if p)
     return text

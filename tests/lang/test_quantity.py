@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from lang.quantity import QuantityError, format_bytes, format_milli, to_int, to_milli
+from lang.quantity import QuantityError, format_bytes, format_bytes_short, format_milli, to_int, to_milli
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,11 @@ def test_format_bytes_round_trips(n):
 @given(st.integers(min_value=-10**9, max_value=10**9))
 def test_format_milli_round_trips(n):
     assert to_milli(format_milli(n)) == n
+
+
+@pytest.mark.parametrize("n, want", [
+    (0, "0"), (512, "512"), (1024, "1Ki"), (85899345920, "80Gi"), (7730941132, "7.2Gi"),
+    (500_000_000, "476.8Mi"), (600 * 10**9, "558.8Gi"), (1536 * 2**20, "1536Mi"), (1920 * 2**30, "1920Gi"), (8 * 2**30 - 1, "8.0Gi"), (2**30 - 1, "1.0Gi"), (-7730941132, "-7.2Gi"),
+])
+def test_format_bytes_short_is_exact_when_whole_else_one_decimal(n, want):
+    assert format_bytes_short(n) == want

@@ -182,7 +182,7 @@ def _source_line(policy_set, location: str) -> str | None:
 
 
 def _fmt_subject(w) -> str:
-    from lang.quantity import format_bytes, format_milli
+    from lang.quantity import format_bytes_short, format_milli
 
     def amount(v, f):
         return "none" if v is None else f(v)
@@ -192,7 +192,7 @@ def _fmt_subject(w) -> str:
         f"total_gpus={format_milli(w.total_gpus)}",
         f"pods={w.pods}",
         f"fraction={amount(w.fraction, format_milli)}",
-        f"gpu_memory={amount(w.gpu_memory, format_bytes)}",
+        f"gpu_memory={amount(w.gpu_memory, format_bytes_short)}",
         f"gpu_model={w.gpu_model or 'none'}",
         f"priority_class={w.priority_class or 'none'}",
         f"gang={w.gang or 'none'}",

@@ -22,7 +22,7 @@ class Finding:
     block: str | None = None  # the block id (`quota team-a`), `subject` for a normalization problem, None for the reader
     block_location: str | None = None  # `file.policy:line:col` of the block
     help: str | None = None
-    object_line: int | None = None  # the object's own line (its `metadata`, else where it starts)
+    object_line: int | None = None  # the object's first line
     field: str | None = None  # dotted path of the field the line points at, when found
     object: str | None = None  # `Kind namespace/name`
 

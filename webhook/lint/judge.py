@@ -16,7 +16,7 @@ from policy.cluster.errors import SnapshotError
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, needs_subject, reason_path
-from policy.lint.patches import Authors
+from policy.lint.patches import Authors, for_git, op_keys
 from policy.lint.scope import governed
 from policy.subject.normalize import normalize
 from webhook.cli.eval import build_request
@@ -94,7 +94,7 @@ class Linter:
         if not covered and not decision.blocks and not decision.reasons:
             out.governed = False  # only an agents block could have governed it, and none did
             return out
-        out.patch = decision.patch
+        out.patch = for_git(decision.patch)
         if not decision.reasons and not decision.patch:
             return out
         w = None  # the normalized subject, built again only for reasons that point into a template
@@ -116,14 +116,31 @@ class Linter:
             keys = reason_path(r.code, r.block, r.message, r.data, w)
             out.findings.append(self._located(doc, keys, r.code, severity, message, r.block,
                                               r.location if r.location != "request" else None, HELP.get(r.code), who))
-        for op in decision.patch:
-            author, keys = self.authors.of(op)
-            value = f" = {json.dumps(op['value'])}" if "value" in op else ""
-            out.findings.append(self._located(
-                doc, keys, PATCH, "note", f"admission would {op['op']} {op['path']}{value}",
-                author.block if author else None, author.location if author else None,
-                "`allot lint --fix` writes it into the manifest", who))
+        out.findings.extend(self._fill_notes(doc, decision.patch, who))
         return out
+
+    def _fill_notes(self, doc: Document, ops, who: str) -> list[Finding]:
+        """One `AdmissionPatch` note per block's fill, at the field it replaces, else at the object's first line."""
+        groups: dict[object, tuple[object, list[dict]]] = {}
+        for op in ops:
+            author, _ = self.authors.of(op)
+            groups.setdefault(author.block if author else op.get("path"), (author, []))[1].append(op)
+        notes = []
+        for author, group in groups.values():
+            git = for_git(group)
+            written = {op.get("path") for op in git}
+            said = "; ".join(f"{op['op']} {op['path']}" + (f" = {json.dumps(op['value'])}" if "value" in op else "") for op in git)
+            computed = [op["path"] for op in group if op.get("path") not in written]
+            if computed:
+                said += f"; it also sends {' and '.join(computed)}, which the API server computes from the class (--fix leaves them out)"
+            keys = op_keys(git[0]) if git else ()
+            line, col, found = doc.field_line(keys) if keys else (doc.line, 1, ())
+            if found != keys:
+                line, col, found = doc.line, 1, ()
+            notes.append(Finding(doc.path, line, col, PATCH, "note", f"admission would {said}",
+                                 author.block if author else None, author.location if author else None,
+                                 "`allot lint --fix` writes it into the manifest", doc.line, _dotted(found) or None, who))
+        return notes
 
     def _with_namespace(self, obj: dict) -> dict:
         meta = obj.get("metadata")

@@ -109,7 +109,7 @@ class Document:
     """One object to judge: where it is, the plain object, and its node (for field lines)."""
 
     path: str
-    line: int  # 1-based line of its `metadata` key, else of its first line
+    line: int  # 1-based line of its first key (a List item's: after its dash)
     obj: dict
     node: Any = field(repr=False)
     item: int | None = None  # index in a `kind: List`
@@ -274,6 +274,7 @@ def _shift(node, offset: int) -> None:
             continue
         seen.add(id(n))
         n.start_mark = _ShiftedMark(n.start_mark.line + offset, n.start_mark.column)
+        n.end_mark = _ShiftedMark(n.end_mark.line + offset, n.end_mark.column)  # `--fix` writes after a node's end
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 stack.extend((k, v))
@@ -312,7 +313,7 @@ def _document(path: str, obj: Any, node, docs: list[Document], findings: list[Fi
         for i, (o, n) in enumerate(zip(items, item_nodes.value)):
             _document(path, o, n, docs, findings, i)
         return
-    docs.append(Document(path, _key_line(node, "metadata"), obj, node, item))
+    docs.append(Document(path, line, obj, node, item))
 
 
 def _value_node(node, key: str):

@@ -123,3 +123,59 @@ def test_explain_json(files, capsys):
     assert out["decision"]["allowed"] is False
     assert out["decision"]["reasons"][0]["data"] == {"used": 0, "requested": 5000, "nominal": 4000, "borrowable": 0}
     assert any(step["block"] == "quota solo" for step in out["trace"])
+
+
+SLICES = """
+gpu h100 { product "NVIDIA-H100-80GB-HBM3" memory 80Gi }
+fraction slices {
+  for namespace == "team"
+  memory at least 10Gi
+}
+quota team {
+  for namespace == "team"
+  gpus 8
+  gpu_memory 7Gi
+}
+"""
+
+# A KAI share of 0.09 of an 80Gi H100: 7,730,941,132 bytes, which no binary unit divides.
+SHARE = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: team, annotations: {gpu-fraction: "0.09"}}
+spec:
+  schedulerName: kai-scheduler
+  nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+  containers: [{name: main}]
+"""
+
+
+def _share(tmp_path, *extra):
+    (tmp_path / "s.policy").write_text(SLICES)
+    (tmp_path / "pod.yaml").write_text(SHARE)
+    return ["eval", "--policy", str(tmp_path / "s.policy"), "--explain", *extra, str(tmp_path / "pod.yaml")]
+
+
+def test_explain_text_prints_bytes_in_binary_units(tmp_path, capsys):
+    assert main(_share(tmp_path)) == 3
+    out = capsys.readouterr().out
+    assert "gpu_memory=7.2Gi " in out
+    assert "GPU memory 7.2Gi < floor 10Gi" in out and "+ 7.2Gi requested > 7Gi nominal" in out
+    assert "7730941132" not in out
+
+
+def test_explain_json_keeps_the_exact_bytes(tmp_path, capsys):
+    assert main(_share(tmp_path, "--format", "json")) == 3
+    reasons = json.loads(capsys.readouterr().out)["decision"]["reasons"]
+    data = {r["code"]: r["data"] for r in reasons}
+    assert data["FractionMemoryBelowFloor"]["gpu_memory"] == 7730941132
+    assert data["QuotaMemoryExceeded"]["requested"] == 7730941132
+
+
+def test_a_deny_message_template_prints_bytes_in_binary_units(tmp_path, capsys):
+    (tmp_path / "s.policy").write_text(SLICES + 'rule small {\n  for has(gpu_memory)\n  when gpu_memory < 10Gi\n'
+                                       '  deny "{name}: {gpu_memory} is too little"\n}\n')
+    (tmp_path / "pod.yaml").write_text(SHARE)
+    assert main(["eval", "--policy", str(tmp_path / "s.policy"), str(tmp_path / "pod.yaml")]) == 3
+    message = json.loads(capsys.readouterr().out)["response"]["status"]["message"]
+    assert "p: 7.2Gi is too little" in message

@@ -105,10 +105,10 @@ def test_junit_one_case_per_object_failure_per_error(capsys, repo):
     root = ET.fromstring(out.split("\n", 1)[1])
     cases = root.findall(".//testcase")
     names = sorted(c.get("name") for c in cases)
-    assert names == ["(invalid object, line 5)", "Deployment team/web (line 3)",
-                     f"Job team/batch (line {len(deployment(gpus='8', model=H100).splitlines()) + 4})"]
+    assert names == ["(invalid object, line 5)", "Deployment team/web (line 1)",
+                     f"Job team/batch (line {len(deployment(gpus='8', model=H100).splitlines()) + 2})"]
     failed = {c.get("name"): [f.get("type") for f in c.findall("failure")] for c in cases}
-    assert failed["Deployment team/web (line 3)"] == ["rule no-huge"]
+    assert failed["Deployment team/web (line 1)"] == ["rule no-huge"]
     assert failed["(invalid object, line 5)"] == ["ManifestNotAnObject"]
     assert root.get("tests") == "3" and root.get("failures") == "2"
     assert rc == 1

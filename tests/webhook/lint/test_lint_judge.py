@@ -65,8 +65,8 @@ CASES = [
          None, "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"),
     Case("unknown class: the template that names it", TWO_SETS, "UnknownPriorityClass", "error", "priorityClassName: nightly",
          "priority", "spec.replicatedJobs[1].template.spec.template.spec.priorityClassName"),
-    Case("default priority fill at the pod spec", deployment(model=H100, labels={"team": "t"}), "AdmissionPatch", "note",
-         "    spec:", "priority batch", "spec.template.spec"),
+    Case("default priority fill: at the object, its field not written yet", deployment(model=H100, labels={"team": "t"}),
+         "AdmissionPatch", "note", "apiVersion:", "priority batch", None),
 ]
 
 
@@ -79,7 +79,7 @@ def test_finding_located_at_field(tmp_path, case):
     assert f.severity == case.want_severity
     assert f.path == path
     assert f.line == line_of(case.text, case.want_line_of)
-    assert f.object_line == line_of(case.text, "metadata:")
+    assert f.object_line == line_of(case.text, "apiVersion:")  # the object's first line
     assert f.field == case.want_field
     if case.want_block is None:
         assert f.block in (None, "subject")
@@ -131,3 +131,59 @@ def test_parallel_run_reports_the_same(tmp_path):
     assert [str(f) for f in one.findings] == [str(f) for f in two.findings]
     assert one.files == two.files == 12
     assert any(f.severity == "error" for f in one.findings)
+
+
+POD = """\
+# a pod with a tier label the policy rewrites
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: team
+  labels:
+    tier: cpu
+    team: t
+spec:
+  nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+  containers:
+  - name: main
+    resources:
+      limits: {nvidia.com/gpu: 1}
+"""
+
+TIER = 'rule tier {\n  for gpus > 0\n  set labels["tier"] = "gpu"\n}\n'
+
+
+def _notes(tmp_path, text: str, policy: str):
+    linter = Linter(load_policy([write_policy(tmp_path, policy)]), snapshot=None, user="kubernetes-admin",
+                    groups=("system:masters", "system:authenticated"), now=0.0)
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    return [f for f in lint([str(path)], linter).findings if f.code == "AdmissionPatch"]
+
+
+def test_one_default_priority_fill_is_one_note_at_the_objects_first_line(tmp_path):
+    notes = _notes(tmp_path, POD, "priority batch 100 default\n")
+    assert len(notes) == 1, [str(n) for n in notes]
+    n = notes[0]
+    assert (n.line, n.col, n.object_line, n.field) == (2, 1, 2, None)
+    assert n.block == "priority batch"
+    assert n.message.startswith('admission would add /spec/priorityClassName = "batch"; it also sends /spec/priority and /spec/preemptionPolicy')
+
+
+def test_a_fill_that_replaces_a_field_is_at_that_fields_line(tmp_path):
+    notes = _notes(tmp_path, POD, TIER)
+    assert [(n.line, n.col, n.field, n.block) for n in notes] == [(line_of(POD, "tier: cpu"), 5, "metadata.labels.tier", "rule tier")]
+    assert notes[0].message == 'admission would replace /metadata/labels/tier = "gpu"'
+
+
+def test_a_label_named_priority_is_the_rules_fill_not_the_priority_class(tmp_path):
+    notes = _notes(tmp_path, POD, 'priority batch 100 default\nrule p {\n  for gpus > 0\n  set labels["priority"] = "high"\n}\n')
+    assert sorted(n.block for n in notes) == ["priority batch", "rule p"]
+
+
+def test_the_default_priority_of_two_pod_templates_is_one_note(tmp_path):
+    text = TWO_SETS.replace("            priorityClassName: nightly\n", "")
+    notes = _notes(tmp_path, text, "priority batch 100 default\n")
+    assert len(notes) == 1, [str(n) for n in notes]
+    assert notes[0].message.count("priorityClassName") == 2 and notes[0].line == 1

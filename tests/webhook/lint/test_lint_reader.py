@@ -19,7 +19,7 @@ class Case:
     name: str
     text: str
     want_kinds: list[str]  # objects handed to the judge, in order
-    want_lines: list[int]  # each one's `metadata` line
+    want_lines: list[int]  # each one's first line
     want_codes: list[tuple[str, int]]  # (code, line) of the reader's findings
 
 
@@ -38,12 +38,12 @@ items:
 """
 
 CASES = [
-    Case("one object", job(), ["Job"], [3], []),
-    Case("two documents", job() + "---\n" + deployment(), ["Job", "Deployment"], [3, len(job().splitlines()) + 4], []),
-    Case("empty documents are nothing", "---\n# only a comment\n---\n" + job(), ["Job"], [6], []),
-    Case("a List's items, each at its own line", LIST, ["ConfigMap", "Job"], [6, 10], [("ManifestNotAnObject", 7)]),
+    Case("one object", job(), ["Job"], [1], []),
+    Case("two documents", job() + "---\n" + deployment(), ["Job", "Deployment"], [1, len(job().splitlines()) + 2], []),
+    Case("empty documents are nothing", "---\n# only a comment\n---\n" + job(), ["Job"], [4], []),
+    Case("a List's items, each at its own line", LIST, ["ConfigMap", "Job"], [4, 8], [("ManifestNotAnObject", 7)]),
     Case("a syntax error ends its document only", job() + "---\nkind: [\n---\n" + job(), ["Job", "Job"],
-         [3, len(job().splitlines()) + 6], [("ManifestYamlSyntax", len(job().splitlines()) + 3)]),
+         [1, len(job().splitlines()) + 4], [("ManifestYamlSyntax", len(job().splitlines()) + 3)]),
     Case("not a mapping", "- a\n- b\n", [], [], [("ManifestNotAnObject", 1)]),
     Case("a scalar document", "just text\n", [], [], [("ManifestNotAnObject", 1)]),
     Case("no kind", "apiVersion: v1\nmetadata: {name: x}\n", [], [], [("ManifestMissingKind", 1)]),
