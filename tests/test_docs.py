@@ -4,10 +4,12 @@ docs/language.md lists exactly the codes a decision can carry (read from the cod
 from __future__ import annotations
 
 import ast
+import json
 import pathlib
 import re
 
 import pytest
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -124,3 +126,56 @@ def test_the_reason_code_table_lists_every_code_a_decision_can_carry():
     assert {"QuotaExceeded", "GangUnplaceable", "MalformedQuantity", "WebhookFailure"} <= code  # the scan works
     assert sorted(code - table) == [], "codes missing from docs/language.md, Reason codes"
     assert sorted(table - code) == [], "codes in the table that no code gives"
+
+
+# ---- what docs/language.md states about `serviceaccount` and about priority beside quota ---------
+
+SA_USER, SA = "system:serviceaccount:agents-sandbox:coder", "agents-sandbox/coder"
+
+
+def _eval(tmp_path, capsys, policy: str, pod: dict, *flags: str) -> dict:
+    from webhook.cli import main
+
+    (tmp_path / "p.policy").write_text(policy)
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "running", "namespace": "team-a"},
+         "spec": {"nodeName": "n1", "priorityClassName": "critical",
+                  "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "6"}}}]},
+         "status": {"phase": "Running"}}]}))
+    main(["eval", "--policy", str(tmp_path / "p.policy"), "--cluster", str(tmp_path / "cluster.yaml"),
+          "--now", "0", *flags, str(tmp_path / "pod.yaml")])
+    return json.loads(capsys.readouterr().out)["response"]
+
+
+def _pod(namespace: str, gpus: str, cls: str | None = None) -> dict:
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}
+    if cls:
+        spec["priorityClassName"] = cls
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace}, "spec": spec}
+
+
+def test_the_doc_states_the_serviceaccount_format():
+    from policy.subject.normalize import service_account
+
+    assert service_account(SA_USER) == SA and service_account("alice") is None
+    doc = (DOCS / "language.md").read_text(encoding="utf-8")
+    assert f"`{SA_USER}` → `{SA}`" in doc
+
+
+@pytest.mark.parametrize("identity", ['serviceaccount matches "agents-*/*"', 'user matches "system:serviceaccount:agents-*:*"'])
+@pytest.mark.parametrize("user,agent", [(SA_USER, True), ("alice", False)])
+def test_both_identity_forms_the_doc_names_select_the_same_requesters(tmp_path, capsys, identity, user, agent):
+    policy = f"agents coding {{\n  identity {identity}\n  allow create pods when gpus <= 0.25\n}}\n"
+    response = _eval(tmp_path, capsys, policy, _pod("agents-sandbox", "1"), "--user", user)
+    assert response["allowed"] is not agent  # the agent asks more than its allow: denied; alice is no agent
+
+
+def test_a_critical_pod_over_its_quota_is_denied_as_the_doc_says(tmp_path, capsys):
+    policy = ('priority critical 1000 preempts\npriority batch 100 default\n\n'
+              'quota critical-tier {\n  for priority_class == "critical"\n  gpus 8\n}\n')
+    response = _eval(tmp_path, capsys, policy, _pod("team-b", "4", "critical"))
+    assert response["allowed"] is False
+    assert "critical-tier: 6 in use + 4 requested > 8 nominal" in response["status"]["message"]  # live pods counted by class
+    doc = (DOCS / "language.md").read_text(encoding="utf-8")
+    assert "**Priority and quota are independent.**" in doc and 'for priority_class == "critical"' in doc
