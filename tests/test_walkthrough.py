@@ -6,7 +6,8 @@ Commands that need a live cluster cannot run here. Each is listed in CLUSTER wit
 place, and said so: `kubectl get … > cluster.yaml` copies a committed dump in the same shape
 (tests/fixtures/walkthrough/cluster.yaml), `kubectl create …` runs with `--dry-run=client`,
 `kubectl apply -k` is rendered by `kubectl kustomize`; the namespace file is read, and
-`rollout status` (which waits for the cluster's pods) is not run.
+`rollout status` (which waits for the cluster's pods) is not run. Where no kubectl is installed,
+the kubectl lines are not run and the tests of what they print skip, saying so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ DUMP = ROOT / "tests" / "fixtures" / "walkthrough" / "cluster.yaml"
 PORT = "8443"  # the page's port; the test serves on a free one instead
 FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 EXIT = re.compile(r"#\s*→\s*exit\s+(\d+)\s*$")
+KUBECTL = shutil.which("kubectl")
 
 
 def _namespace_file(cwd: pathlib.Path) -> str:
@@ -136,7 +138,7 @@ def run(tmp_path_factory):
             for command, want in commands(body):
                 key = bare(command)
                 here = CLUSTER.get(key, command) if key in CLUSTER else command
-                if here is None:
+                if here is None or (not KUBECTL and isinstance(here, str) and here.startswith("kubectl")):
                     continue
                 if callable(here):
                     results[key] = subprocess.CompletedProcess(key, 0, here(cwd), "")
@@ -167,7 +169,10 @@ def run(tmp_path_factory):
 
 
 def result(results, prefix: str) -> subprocess.CompletedProcess:
-    [hit] = [r for c, r in results.items() if c.startswith(prefix)]
+    hits = [r for c, r in results.items() if c.startswith(prefix)]
+    if not hits and prefix.startswith("kubectl") and not KUBECTL:
+        pytest.skip("no kubectl installed: its lines of the walkthrough were not run")
+    [hit] = hits
     return hit
 
 
@@ -204,6 +209,7 @@ def test_curl_gets_the_denial_the_page_shows(run):
 def test_the_install_renders_with_the_ca_and_the_signed_bundle(run):
     results, cwd = run
     assert "signed by key" in result(results, "allot compile").stdout
+    result(results, "kubectl kustomize deploy")
     docs = [d for d in yaml.safe_load_all((cwd / "rendered.yaml").read_text()) if d]
     kinds = {d["kind"] for d in docs}
     assert {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "PriorityClass", "Deployment"} <= kinds
