@@ -1,4 +1,4 @@
-"""Stable diagnostic codes and their one-line descriptions (docs/language.md has the table)."""
+"""Stable diagnostic codes and their one-line descriptions (docs/check.md has the table)."""
 
 from __future__ import annotations
 

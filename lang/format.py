@@ -1,6 +1,6 @@
 """The canonical layout of a .policy file: 2-space indents, one statement per line, comments kept.
 
-Layout rules (docs/language.md, "Formatting"): statements keep their source order;
+Layout rules (docs/check.md, "Formatting"): statements keep their source order;
 at most one blank line is kept where the source had any; `gpu` blocks without inner
 comments print on one line; runs of consecutive one-line `gpu`/`priority`
 declarations (names and values) and the levels of a topology are aligned in columns; trailing

@@ -203,7 +203,7 @@ class Engine:
             join_owner(ctx)  # a pod of a workload holding its domain goes there, selected by a gang block or not
         if ctx.gang is not None:  # a gang domain is held (and the member pinned) only once admitted
             allowed = not any(r.mode == "enforce" for r in ctx.reasons)
-            # A workload object's domain is held on the validating side, as its quota (docs/semantics.md).
+            # A workload object's domain is held on the validating side, as its quota (docs/workloads.md).
             settle(ctx, allowed, hold=reserve and not w.dry_run and may_hold(ctx), taken=taken)
         if w.operation == "DELETE" and w.template_paths and ctx.reasons:
             # Workload DELETEs reach Allot to release holds; only blocks that judge deletions may refuse one.
@@ -242,7 +242,7 @@ def commit_reservations(ctx: Context, taken: list | None = None) -> None:
     for ledger, charge in ctx.reserve:
         entry = by_ledger.setdefault(id(ledger), (ledger, []))
         entry[1].append(charge)
-    if workload:  # charge once: its pods take their share from this hold (docs/semantics.md)
+    if workload:  # charge once: its pods take their share from this hold (docs/workloads.md)
         key = hold_key(w.namespace, w.kind, w.name)
         demand = (w.total_gpus, (w.gpu_memory or 0) * w.pods)  # what a later scale down is measured against
         expires_at = ctx.now + WORKLOAD_TTL
@@ -272,7 +272,7 @@ def commit_reservations(ctx: Context, taken: list | None = None) -> None:
 
 
 def release_holds(ctx: Context, taken: list | None = None) -> None:
-    """An admitted UPDATE or DELETE of a held workload: release what it no longer needs, at once (docs/semantics.md).
+    """An admitted UPDATE or DELETE of a held workload: release what it no longer needs, at once (docs/workloads.md).
 
     DELETE releases the whole hold; an UPDATE that suspends it (Kueue preempting) too; a
     scale down (UPDATE, or the `scale` sub-resource judged on the live object) releases the

@@ -52,7 +52,7 @@ def owned_domain(planner, w, now: float):
 def may_hold(ctx) -> bool:
     """Whether this admitted request holds (or extends) its proposed domain: a Pod on either side; a gang workload object on the validating side.
 
-    A workload's quota is held on the validating side, after every mutation (docs/semantics.md):
+    A workload's quota is held on the validating side, after every mutation (docs/workloads.md):
     its domain too. An object another gang workload's controller made holds no domain of its own.
     """
     w = ctx.w

@@ -409,7 +409,7 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                     ctx.find("QuotaModelExceeded", block, location, f"{text} > {format_milli(limit)} nominal {model}", mode, data)
                 else:
                     ctx.note(block, location, f"{text} <= {format_milli(limit)} nominal {model}: fits")
-        if spec.gpu_memory is not None and w.gpu_memory and not resize:  # memory of a resize: not judged (docs/semantics.md)
+        if spec.gpu_memory is not None and w.gpu_memory and not resize:  # memory of a resize: not judged (docs/workloads.md)
             charge, used = w.gpu_memory * w.pods, ledger.memory[qi] - covered_memory
             over = used + charge > spec.gpu_memory
             if over or explaining:

@@ -227,7 +227,7 @@ def _workload_entry(name: str, path: str, target: Target, contributors: list[_Co
 
 
 def _release_entry(ps: ir.PolicySet, target: Target) -> dict | None:
-    """DELETEs of the workload kinds whose admission holds quota or a gang domain, so the hold is released at once (docs/semantics.md).
+    """DELETEs of the workload kinds whose admission holds quota or a gang domain, so the hold is released at once (docs/workloads.md).
 
     Fails open: a DELETE Allot misses is seen by its watch a moment later (the object
     leaves the snapshot), and a webhook that is down must never block deleting a workload.

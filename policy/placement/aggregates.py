@@ -90,7 +90,7 @@ def resource_part(node: NodeState) -> tuple[int, int, int] | None:
 # nodes, of pods of k GPUs) in 64 bits for fewer than 2**58 nodes, and int64 node amounts (UNLIMITED is 2**62) in
 # 128 bits for fewer than 2**64 nodes. A bind event then touches one int per level instead of a histogram, a caps
 # list and its sums; counts in 64 rather than 128 bits make that int a third smaller (960 bits for 4-GPU nodes),
-# so each level's add reads and writes a cache line less (docs/placement.md).
+# so each level's add reads and writes a cache line less (docs/placement-index.md).
 _W = 128  # a sums field
 _FIELD = (1 << _W) - 1
 _C = 64  # a count field (caps, histogram)
@@ -125,7 +125,7 @@ def packed(cpu: int, ram: int, pods: int) -> int:
 
 
 class Lag:
-    """The aggs events marked and readers file, shared by an index's trees (docs/placement.md, "Deferred").
+    """The aggs events marked and readers file, shared by an index's trees (docs/placement-index.md, "Deferred").
 
     `aggs`: aggs whose capacity moved since they were filed in their level's buckets (`Agg.marked`),
     oldest first (a dict as an ordered set: an event that brings an agg back to the capacities it is

@@ -85,7 +85,7 @@ def _total(sets) -> int:
     return sum(ps.count * ps.gpus for ps in sets)
 
 
-# Charge once (docs/semantics.md): kinds whose admission holds their GPUs, because their pods can be found again.
+# Charge once (docs/workloads.md): kinds whose admission holds their GPUs, because their pods can be found again.
 HELD_KINDS = frozenset({"Job", "JobSet", "LeaderWorkerSet", "PyTorchJob", "TrainJob", "RayCluster", "RayJob",
                         "Deployment", "StatefulSet", "ReplicaSet", "RayService", "Workspace"})
 WORKLOAD_TTL = 120.0  # seconds a workload's remaining hold waits for its pods (then it expires)

@@ -41,7 +41,7 @@ def add_arguments(parser) -> None:
     escrow.add_argument("--ledger-escrow", action="store_true",
                         help="with --ledger (the default): each replica keeps a slice of a quota's free capacity in the "
                              "ledger and admits inside it without a write per pod, giving it back when another replica "
-                             "needs it (docs/webhook.md, Escrow); overrides ALLOT_LEDGER_ESCROW=0")
+                             "needs it (docs/escrow.md); overrides ALLOT_LEDGER_ESCROW=0")
     escrow.add_argument("--no-ledger-escrow", action="store_true",
                         help="with --ledger: no slices, every reserving 'allowed' waits for its own compare-and-swap "
                              "(ALLOT_LEDGER_ESCROW=0 in the environment does the same)")
@@ -49,7 +49,7 @@ def add_arguments(parser) -> None:
                      help="with --ledger and escrow: listen on HOST (a port of this process's own, advertised in the "
                           "ledger) for the peer channel, so a request only another replica's slice denies is decided "
                           "by that replica with no API write; replicas must share --tls-cert/--tls-key (in a Pod: "
-                          "$(POD_IP); docs/webhook.md, The peer channel)")
+                          "$(POD_IP); docs/escrow.md, The peer channel)")
     beh.add_argument("--mode", choices=("audit", "warn"), help="override every block's mode, for safe rollouts")
     beh.add_argument("--decision-log", metavar="FILE", default="-", help="JSON lines, one per decision ('-' stdout, 'off' none)")
     beh.add_argument("--log-requests", action="store_true", help="include each AdmissionReview request in its log line (replayable)")
@@ -70,7 +70,7 @@ def options_from(args, decision_log):
     if (args.ledger_escrow or args.no_ledger_escrow) and args.ledger is None:
         flag = "--ledger-escrow" if args.ledger_escrow else "--no-ledger-escrow"
         raise UsageError(f"{flag} needs --ledger NAMESPACE (slices are claimed in the ledger's shards)")
-    # Escrow is the default with --ledger: it is what meets the ledger's 1,000 pods/s (docs/webhook.md, Escrow);
+    # Escrow is the default with --ledger: it is what meets the ledger's 1,000 pods/s (docs/escrow.md);
     # ALLOT_LEDGER_ESCROW=0 in the environment turns it off where no flag says otherwise.
     escrow = args.ledger_escrow or (not args.no_ledger_escrow and os.environ.get("ALLOT_LEDGER_ESCROW", "") != "0")
     if args.workers < 1 or args.workers > 64:

@@ -5,7 +5,7 @@ a shard write spent 12-26 ms awaited but 0.7 ms in the server's handler: 1-5 ms 
 the worker thread ran it, 5-13 ms after it finished before the loop took the result,
 and of the 6-9 ms the thread spent, 1-2 ms was the client building the request and
 decoding the answer and the rest socket waits, each of which gives up the GIL and
-waits to get it back from the busy loop (docs/webhook.md, "The write path").
+waits to get it back from the busy loop (docs/history/webhook-ledger.md, "The write path").
 
 `for_client` reproduces these parts of a `kubernetes.client.Configuration`: `host`
 (with any path prefix), `verify_ssl`, `ssl_ca_cert` / `ca_cert_data`, `cert_file` +

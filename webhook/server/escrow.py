@@ -14,7 +14,7 @@ request is decided again after each change of the shard. A slice's pods are char
 by the shard's next write in a few sums per replica, not an entry per pod
 (webhook/server/admitted.py).
 
-The invariant (docs/webhook.md, Escrow): at every version of a shard, for each sliced
+The invariant (docs/escrow.md): at every version of a shard, for each sliced
 quota, the live pods its writer saw + the holds + the sums + the slices in that version
 fit the quota; and every pod a replica admitted that no version charges in a hold or a
 sum is covered by that replica's slice in the latest version it wrote (and in the one in flight).

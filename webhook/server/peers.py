@@ -17,7 +17,7 @@ same Secret); who answers: the asking side pins the serving certificate's SHA-25
 peer address taken over by anything else is not believed. Where: a replica with
 `--peer-address HOST` listens on HOST at a port of its own (one per process, `--workers`
 too) and writes `peer/<replica>/<host:port>` next to its slice in the same shard write,
-expiring with it (docs/webhook.md, "The peer channel").
+expiring with it (docs/escrow.md, "The peer channel").
 """
 
 from __future__ import annotations
