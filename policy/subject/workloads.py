@@ -316,6 +316,21 @@ def _string_map(meta: Mapping, key: str, problems: list) -> Mapping:
     return EMPTY
 
 
+def gang_name(name, meta: Mapping, uid) -> str:
+    """A gang workload's gang identity: its name, else a stand-in for the name the API server will generate.
+
+    A `generateName` object has no name offline (lint, eval) nor at the admission of its
+    CREATE (`request.name` is empty, the name is made after the mutating webhooks); its
+    gang rules must apply all the same, so the name never changes a decision. The stand-in
+    carries the request's uid, so two objects of one `generateName` are not taken for one gang.
+    """
+    if type(name) is str and name:
+        return name
+    prefix = meta.get("generateName")
+    prefix = prefix if type(prefix) is str else ""
+    return f"{prefix}<{uid[:8]}>" if type(uid) is str and uid else f"{prefix}<generated>"
+
+
 def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, problems: list) -> Workload:
     """The subject of a workload object; `r` = normalize's request tuple (operation, name, namespace, ...)."""
     meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
@@ -355,8 +370,8 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
             priority = cls["value"]
     gang = minimum = None
     if kind in GANG_KINDS and pods:
-        gang = r[1] or meta.get("name") or None
         minimum = sum(ps.min_count if ps.min_count is not None else ps.count for ps in sets) or None
+        gang = gang_name(r[1], meta, r[8]) if minimum is not None else None
     added = None
     old = r[10]
     if r[0] == "UPDATE" and type(old) is dict:

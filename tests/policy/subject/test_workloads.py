@@ -158,3 +158,20 @@ def test_a_structure_of_the_wrong_type_is_a_located_problem(kind, path, value, w
     at[path[-1]] = value
     w = subject(obj)
     assert [p.code for p in w.problems] == ["MalformedObject"] and want_where in w.problems[0].message, w.problems
+
+
+def test_a_generated_name_keeps_the_gang():
+    js = copy.deepcopy(OBJECTS["JobSet"])
+    del js["metadata"]["name"]
+    js["metadata"]["generateName"] = "llama-pretrain-"
+    w = subject(js)
+    assert w.name is None and w.gang.startswith("llama-pretrain-<") and w.min_members == 5
+
+
+def test_two_generated_names_are_two_gangs():
+    a, b = copy.deepcopy(OBJECTS["JobSet"]), copy.deepcopy(OBJECTS["JobSet"])
+    for js in (a, b):
+        del js["metadata"]["name"]
+        js["metadata"]["generateName"] = "llama-pretrain-"
+    b["metadata"]["labels"] = {"run": "2"}  # another object: another request uid
+    assert subject(a).gang != subject(b).gang
