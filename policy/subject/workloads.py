@@ -66,9 +66,9 @@ def _dotted(path: tuple[str, ...] | None) -> str:
     return out
 
 
-def _sets(obj: Mapping, reader: str, snapshot, problems: list | None):
-    """(pod sets, template paths, template pods, suspended, exclusive-topology key) of a workload object."""
-    read = read_workload(obj, reader, snapshot)
+def _sets(obj: Mapping, reader: str, snapshot, problems: list | None, namespace: str | None = None):
+    """(pod sets, the object read) of a workload object judged in `namespace`."""
+    read = read_workload(obj, reader, snapshot, namespace)
     if problems is not None:
         problems.extend(read.problems)
     sets: list[PodSet] = []
@@ -335,7 +335,7 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
     """The subject of a workload object; `r` = normalize's request tuple (operation, name, namespace, ...)."""
     meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
     ns = r[2] or meta.get("namespace") or "default"
-    sets, read = _sets(obj, reader, snapshot, problems)
+    sets, read = _sets(obj, reader, snapshot, problems, ns)
     pods = sum(ps.count for ps in sets)
     total = _total(sets)
     asking = [ps for ps in sets if ps.gpus and ps.count]
@@ -375,7 +375,7 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
     added = None
     old = r[10]
     if r[0] == "UPDATE" and type(old) is dict:
-        old_sets, old_read = _sets(old, reader, snapshot, None)
+        old_sets, old_read = _sets(old, reader, snapshot, None, ns)
         if old_read.suspended and not read.suspended:
             added = total  # Kueue's admission: the whole workload starts now
         else:

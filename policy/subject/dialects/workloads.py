@@ -122,7 +122,7 @@ def _pod(template, ns: str | None, path: str = "", problems: list | None = None)
         _object(t.get("metadata"), f"{path}.metadata", problems)
     t = _map(template)
     meta = dict(_map(t.get("metadata")))
-    if ns and "namespace" not in meta:
+    if ns:  # the controller makes its pods in the workload's namespace, whatever the template says
         meta["namespace"] = ns
     return {"kind": "Pod", "metadata": meta, "spec": _map(t.get("spec"))}
 
@@ -242,14 +242,15 @@ _READERS = {
 }
 
 
-def read_workload(obj: Mapping, reader: str, snapshot=None) -> Read:
+def read_workload(obj: Mapping, reader: str, snapshot=None, namespace: str | None = None) -> Read:
     """A workload object's templates; bad counts become problems (and the controller's default), never exceptions.
 
     `snapshot` sizes the kinds whose pods take a node's GPUs (a KAITO Workspace); None: not known.
+    `namespace` is the namespace the object is judged in (the request's); its pods' claims are looked up there.
     """
     meta = _map(obj.get("metadata"))
     problems: list[Problem] = []
-    ns = meta.get("namespace") if type(meta.get("namespace")) is str else None
+    ns = namespace or (meta.get("namespace") if type(meta.get("namespace")) is str else None)
     if reader == "workspace":  # no `spec`: resource / inference / tuning at the top
         sets = read_workspace(obj, ns, snapshot, problems)
         templates = [Template(s.name, s.count, None, s.pod, s.spec_path, s.where) for s in sets]

@@ -61,3 +61,23 @@ def test_dra_claims(case):
     got, problems = read_demand(case.pod, snapshot(*case.objects))
     assert (got.gpus, got.fraction, got.gpu_memory) == (case.want_gpus, case.want_fraction, case.want_memory)
     assert [p.code for p in problems] == case.want_problems
+
+
+def _job_claiming(template: str, namespace=None) -> dict:
+    pod_tpl = {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}}
+    meta = {"name": "j"} if namespace is None else {"name": "j", "namespace": namespace}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"parallelism": 2, "template": pod_tpl}}
+
+
+@pytest.mark.parametrize("obj", [
+    pytest.param(_job_claiming("t"), id="workload naming no namespace"),
+    pytest.param(by_template(), id="pod naming another namespace"),
+])
+def test_claims_are_looked_up_in_the_judged_namespace(obj):
+    from policy.subject.normalize import normalize
+    from tests.policy.builders import request
+
+    state = snapshot(claim_template("t", "solo", requests=[device_request(count=2)]))
+    w = normalize(request(obj, namespace="solo"), state)
+    assert (w.namespace, w.gpus, [p.code for p in w.problems]) == ("solo", 2000, [])
