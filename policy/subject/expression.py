@@ -30,6 +30,7 @@ _SETATTR = object.__setattr__  # the subject was just built for this request: fi
 _GPU_PREFIXES = ("nvidia.com/", "amd.com/")
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KAI_SCHEDULER = "kai-scheduler"
+VOLCANO_SCHEDULER = "volcano"
 # A pod-group reference's family -> the `gang_scheduler` value (upstream Workload and PodGroup are one API).
 SCHEDULERS = {
     "coscheduling": "coscheduling", "volcano": "volcano", "kai": "kai", "kueue-pod-group": "kueue",
@@ -181,6 +182,8 @@ def _template_scheduler(kind: str, meta: Mapping, spec: Mapping) -> str | None:
         return SCHEDULERS.get(ref[0])
     if spec.get("schedulerName") == KAI_SCHEDULER and kind in GANG_KINDS:
         return "kai"  # KAI's pod grouper makes one PodGroup of such a workload's pods
+    if spec.get("schedulerName") == VOLCANO_SCHEDULER and kind == "LeaderWorkerSet":
+        return "volcano"  # LWS makes one Volcano PodGroup per group for pods Volcano schedules
     return None
 
 

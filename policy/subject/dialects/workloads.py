@@ -159,16 +159,18 @@ def _jobset(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Templ
 
 
 def _lws(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    """`replicas` groups of `size` pods; each group is its own gang (LWS makes one PodGroup per group), so a set's minimum is one group's."""
     replicas = _count(spec.get("replicas"), 1, "spec.replicas", problems)
     lwt = _object(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate", problems)
     size = _count(lwt.get("size"), 1, "spec.leaderWorkerTemplate.size", problems)
     worker = ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")
+    groups = 1 if replicas else 0  # the pods that must start together: one group's
     if "leaderTemplate" in lwt and lwt.get("leaderTemplate") is not None:
-        leader = Template("leader", replicas if size else 0, None, _pod(lwt.get("leaderTemplate"), ns, "spec.leaderWorkerTemplate.leaderTemplate", problems), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
-        workers = Template("worker", replicas * max(0, size - 1), None, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)
+        leader = Template("leader", replicas if size else 0, groups if size else 0, _pod(lwt.get("leaderTemplate"), ns, "spec.leaderWorkerTemplate.leaderTemplate", problems), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
+        workers = Template("worker", replicas * max(0, size - 1), groups * max(0, size - 1), _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)
         return [leader, workers], False
     # No leader template: the leader runs the worker template too.
-    return [Template("worker", replicas * size, None, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)], False
+    return [Template("worker", replicas * size, groups * size, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)], False
 
 
 def _pytorchjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:

@@ -44,7 +44,8 @@ CASES = [
          "topology.acme.io/rack", "topology.acme.io/block", want_suspended=True, want_product=H100),
     Case("PyTorchJob", [("Master", 1, 1000, None), ("Worker", 3, 1000, None)], 4000, "resnet-ddp", 4),
     Case("TrainJob", [("node", 2, 4000, None)], 8000, "qwen-sft", 2),
-    Case("LeaderWorkerSet", [("leader", 2, 8000, None), ("worker", 2, 8000, None)], 32000, "vllm-405b", 4, "topology.acme.io/rack"),
+    # each of the 2 groups (1 leader + 1 worker) is its own gang: the minimum is one group
+    Case("LeaderWorkerSet", [("leader", 2, 8000, 1), ("worker", 2, 8000, 1)], 32000, "vllm-405b", 2, "topology.acme.io/rack"),
     Case("Deployment", [("replicas", 3, 250, None)], 750, None, None, want_fraction=250),
     Case("StatefulSet", [("replicas", 2, 143, None)], 286, None, None, want_fraction=143),  # MIG 1g of 7, rounded up as for a pod
     Case("ReplicaSet", [("replicas", 2, 1000, None)], 2000, None, None),
@@ -175,3 +176,20 @@ def test_two_generated_names_are_two_gangs():
         js["metadata"]["generateName"] = "llama-pretrain-"
     b["metadata"]["labels"] = {"run": "2"}  # another object: another request uid
     assert subject(a).gang != subject(b).gang
+
+
+def test_a_leaderworkerset_without_leader_template_gangs_one_group():
+    lws = copy.deepcopy(OBJECTS["LeaderWorkerSet"])
+    del lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"] = 3, 4
+    w = subject(lws)
+    assert ([(ps.count, ps.min_count) for ps in w.pod_sets], w.pods, w.min_members) == ([(12, 4)], 12, 4)
+
+
+def test_volcano_names_the_gang_scheduler_of_a_leaderworkerset():
+    from policy.subject.expression import express
+
+    lws = copy.deepcopy(OBJECTS["LeaderWorkerSet"])
+    for t in ("leaderTemplate", "workerTemplate"):
+        lws["spec"]["leaderWorkerTemplate"][t]["spec"]["schedulerName"] = "volcano"
+    assert express(subject(lws)).gang_scheduler == "volcano"
