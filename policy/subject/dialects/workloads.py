@@ -174,11 +174,16 @@ def _lws(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template
 
 
 def _pytorchjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    """A set per replica type; an elastic job (`elasticPolicy.minReplicas`) starts with that many workers, as KAI and Kueue gang it."""
+    elastic = _object(spec.get("elasticPolicy"), "spec.elasticPolicy", problems)
+    least = elastic.get("minReplicas")
+    least = _count(least, 0, "spec.elasticPolicy.minReplicas", problems) if least is not None else None
     out = []
     for role, rs in _object(spec.get("pytorchReplicaSpecs"), "spec.pytorchReplicaSpecs", problems).items():
         rs = _object(rs, f"spec.pytorchReplicaSpecs.{role}", problems)
         n = _count(rs.get("replicas"), 1, f"spec.pytorchReplicaSpecs.{role}.replicas", problems)
-        out.append(Template(str(role), n, None, _pod(rs.get("template"), ns, f"spec.pytorchReplicaSpecs.{role}.template", problems), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
+        minimum = min(least, n) if least is not None and role == "Worker" else None
+        out.append(Template(str(role), n, minimum, _pod(rs.get("template"), ns, f"spec.pytorchReplicaSpecs.{role}.template", problems), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
     return out, _map(spec.get("runPolicy")).get("suspend") is True
 
 

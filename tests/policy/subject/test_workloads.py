@@ -193,3 +193,18 @@ def test_volcano_names_the_gang_scheduler_of_a_leaderworkerset():
     for t in ("leaderTemplate", "workerTemplate"):
         lws["spec"]["leaderWorkerTemplate"][t]["spec"]["schedulerName"] = "volcano"
     assert express(subject(lws)).gang_scheduler == "volcano"
+
+
+@pytest.mark.parametrize("least, want", [(1, 2), (5, 4), (None, 4)])  # Master 1 + min(minReplicas, 3 workers)
+def test_an_elastic_pytorchjob_gangs_its_minimum_workers(least, want):
+    job = copy.deepcopy(OBJECTS["PyTorchJob"])
+    if least is not None:
+        job["spec"]["elasticPolicy"] = {"rdzvBackend": "c10d", "minReplicas": least, "maxReplicas": 3}
+    w = subject(job)
+    assert (w.pods, w.min_members) == (4, want)
+
+
+def test_an_elastic_minimum_of_the_wrong_type_is_a_located_problem():
+    job = copy.deepcopy(OBJECTS["PyTorchJob"])
+    job["spec"]["elasticPolicy"] = {"minReplicas": "one"}
+    assert any("spec.elasticPolicy.minReplicas" in p.message for p in subject(job).problems)
