@@ -13,7 +13,7 @@ from typing import Mapping
 
 from policy.subject.model import Problem
 
-from .common import BAD_OBJECT, EMPTY, MALFORMED
+from .common import BAD_OBJECT, EMPTY, MALFORMED, UNKNOWN_VALUE
 from .kaito import read_workspace
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -221,13 +221,36 @@ def _raycluster(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
     return _ray_groups(spec, ("spec",), ns, problems), spec.get("suspend") is True
 
 
+# KubeRay's submitter: K8sJobMode (the default) runs `ray job submit` in a Job of one pod (the default one asks
+# 1 CPU and 1Gi, no GPU); HTTPMode submits from the operator, InteractiveMode waits for the user, SidecarMode
+# runs it as a container of the head pod: no pod of their own.
+SUBMITTER_MODES = {"K8sJobMode": True, "HTTPMode": False, "InteractiveMode": False, "SidecarMode": False}
+DEFAULT_SUBMITTER = {"containers": [{"name": "ray-job-submitter", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
+
+
+def _submitter(spec: Mapping, ns, problems: list) -> list[Template]:
+    """The RayJob's submitter pod, started once its cluster is ready (so no part of the gang's minimum)."""
+    mode = spec.get("submissionMode")
+    mode = "K8sJobMode" if mode is None else mode
+    if type(mode) is not str or mode not in SUBMITTER_MODES:
+        problems.append(Problem(UNKNOWN_VALUE, f"spec.submissionMode: {mode!r} is not one of {', '.join(SUBMITTER_MODES)}; its submitter pod is counted"))
+    elif not SUBMITTER_MODES[mode]:
+        return []
+    tpl = spec.get("submitterPodTemplate")
+    if tpl is not None:
+        return [Template("submitter", 1, 0, _pod(tpl, ns, "spec.submitterPodTemplate", problems), ("spec", "submitterPodTemplate", "spec"))]
+    pod = {"kind": "Pod", "metadata": {"namespace": ns} if ns else {}, "spec": DEFAULT_SUBMITTER}
+    return [Template("submitter", 1, 0, pod, None, "spec.submissionMode")]
+
+
 def _rayjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     cspec = spec.get("rayClusterSpec")
     if cspec is not None and type(cspec) is not dict:
         problems.append(Problem(BAD_OBJECT, f"spec.rayClusterSpec: expected an object, got {type(cspec).__name__}"))
+    submitter = _submitter(spec, ns, problems)
     if type(cspec) is not dict:  # a RayJob on an existing cluster (clusterSelector) runs only its submitter
-        return [], spec.get("suspend") is True
-    return _ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), spec.get("suspend") is True
+        return submitter, spec.get("suspend") is True
+    return [*_ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), *submitter], spec.get("suspend") is True
 
 
 def _rayservice(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:

@@ -50,7 +50,7 @@ CASES = [
     Case("StatefulSet", [("replicas", 2, 143, None)], 286, None, None, want_fraction=143),  # MIG 1g of 7, rounded up as for a pod
     Case("ReplicaSet", [("replicas", 2, 1000, None)], 2000, None, None),
     Case("RayCluster", [("head", 1, 0, None), ("gpu", 6, 4000, 4)], 24000, "rl-cluster", 5),
-    Case("RayJob", [("head", 1, 0, None), ("small", 2, 1000, 1)], 2000, "eval-run", 2, want_suspended=True),
+    Case("RayJob", [("head", 1, 0, None), ("small", 2, 1000, 1), ("submitter", 1, 0, 0)], 2000, "eval-run", 2, want_suspended=True),
 ]
 
 
@@ -208,3 +208,38 @@ def test_an_elastic_minimum_of_the_wrong_type_is_a_located_problem():
     job = copy.deepcopy(OBJECTS["PyTorchJob"])
     job["spec"]["elasticPolicy"] = {"minReplicas": "one"}
     assert any("spec.elasticPolicy.minReplicas" in p.message for p in subject(job).problems)
+
+
+def _rayjob(**spec):
+    job = copy.deepcopy(OBJECTS["RayJob"])
+    job["spec"].update(spec)
+    return job
+
+
+GPU_SUBMITTER = {"spec": {"restartPolicy": "Never", "containers": [
+    {"name": "submit", "image": "rayproject/ray:2.40.0", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+@pytest.mark.parametrize("spec, want_pods, want_total", [
+    ({}, 4, 2000),  # K8sJobMode, the default: KubeRay's own submitter pod (no GPU)
+    ({"submissionMode": "K8sJobMode", "submitterPodTemplate": GPU_SUBMITTER}, 4, 3000),
+    ({"submissionMode": "HTTPMode"}, 3, 2000),
+    ({"submissionMode": "InteractiveMode"}, 3, 2000),
+    ({"submissionMode": "SidecarMode"}, 3, 2000),  # a container of the head pod
+])
+def test_a_rayjob_counts_its_submitter_pod(spec, want_pods, want_total):
+    w = subject(_rayjob(**spec))
+    assert (w.pods, w.total_gpus, w.min_members) == (want_pods, want_total, 2)
+
+
+def test_a_rayjob_on_an_existing_cluster_is_its_submitter_alone():
+    job = _rayjob()
+    del job["spec"]["rayClusterSpec"]
+    job["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
+    w = subject(job)
+    assert (w.pods, w.total_gpus, w.gang) == (1, 0, None)
+
+
+def test_an_unknown_submission_mode_counts_the_submitter_and_says_so():
+    w = subject(_rayjob(submissionMode="Batch"))
+    assert w.pods == 4 and "UnknownGpuDialectValue" in {p.code for p in w.problems}
