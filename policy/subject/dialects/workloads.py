@@ -15,6 +15,7 @@ from policy.subject.model import Problem
 
 from .common import BAD_OBJECT, EMPTY, MALFORMED, UNKNOWN_VALUE
 from .kaito import read_workspace
+from .trainer import find_runtime, runtime_jobs, with_node_resources
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -187,15 +188,28 @@ def _pytorchjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
     return out, _map(spec.get("runPolicy")).get("suspend") is True
 
 
-def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list, snapshot=None) -> tuple[list[Template], bool]:
+    """A TrainJob's pods: its runtime's replicated jobs when the state holds the runtime, else its nodes' resources alone."""
     trainer = _object(spec.get("trainer"), "spec.trainer", problems)
-    nodes = _count(trainer.get("numNodes"), 1, "spec.trainer.numNodes", problems)
+    nodes = trainer.get("numNodes")
+    nodes = _count(nodes, 1, "spec.trainer.numNodes", problems) if nodes is not None else None
     resources = trainer.get("resourcesPerNode")
     _object(resources, "spec.trainer.resourcesPerNode", problems)
+    suspended = spec.get("suspend") is True
+    runtime, what = find_runtime(spec, ns, snapshot)
+    if runtime is not None:
+        out = []
+        for name, pods, minimum, tpl, is_trainer in runtime_jobs(runtime, nodes):
+            pod = _pod(tpl, ns)
+            if is_trainer:
+                pod["spec"] = with_node_resources(pod["spec"], resources)
+            where = f"{what} replicatedJob {name}" + (" with spec.trainer.resourcesPerNode" if is_trainer and type(resources) is dict else "")
+            out.append(Template(name, pods, minimum, pod, None, where))
+        return out, suspended
     # The pod template lives in the runtime (not in the object): the node's resources are all it says.
     pod = {"kind": "Pod", "metadata": {"namespace": ns} if ns else {},
            "spec": {"containers": [{"name": "node", "resources": resources}] if type(resources) is dict else []}}
-    return [Template("node", nodes, None, pod, None)], spec.get("suspend") is True
+    return [Template("node", 1 if nodes is None else nodes, None, pod, None)], suspended
 
 
 def _ray_groups(cspec: Mapping, prefix: tuple[str, ...], ns, problems: list) -> list[Template]:
@@ -267,7 +281,7 @@ def _replicas(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Tem
 
 
 _READERS = {
-    "job": _job, "jobset": _jobset, "lws": _lws, "pytorchjob": _pytorchjob, "trainjob": _trainjob,
+    "job": _job, "jobset": _jobset, "lws": _lws, "pytorchjob": _pytorchjob,
     "raycluster": _raycluster, "rayjob": _rayjob, "rayservice": _rayservice, "replicas": _replicas,
 }
 
@@ -286,7 +300,10 @@ def read_workload(obj: Mapping, reader: str, snapshot=None, namespace: str | Non
         templates = [Template(s.name, s.count, None, s.pod, s.spec_path, s.where) for s in sets]
         return Read(tuple(templates), False, None, tuple(problems))
     spec = _object(obj.get("spec"), "spec", problems)
-    templates, suspended = _READERS[reader](obj, spec, ns, problems)
+    if reader == "trainjob":  # its pods are its runtime's, found in the state
+        templates, suspended = _trainjob(obj, spec, ns, problems, snapshot)
+    else:
+        templates, suspended = _READERS[reader](obj, spec, ns, problems)
     annotations = _map(meta.get("annotations"))
     exclusive = annotations.get(JOBSET_EXCLUSIVE) if reader == "jobset" else annotations.get(LWS_EXCLUSIVE) if reader == "lws" else None
     if reader == "jobset" and not exclusive:  # the annotation may sit on one replicated job's Job template

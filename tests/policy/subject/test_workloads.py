@@ -243,3 +243,44 @@ def test_a_rayjob_on_an_existing_cluster_is_its_submitter_alone():
 def test_an_unknown_submission_mode_counts_the_submitter_and_says_so():
     w = subject(_rayjob(submissionMode="Batch"))
     assert w.pods == 4 and "UnknownGpuDialectValue" in {p.code for p in w.problems}
+
+
+def _runtime(kind="ClusterTrainingRuntime", name="torch-distributed", node_gpus="1", num_nodes=1, namespace=None):
+    def job(step, gpus=None):
+        c = {"name": "node" if step == "trainer" else step, "image": f"registry.example/{step}:1"}
+        if gpus:
+            c["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+        return {"name": "node" if step == "trainer" else step,
+                "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": step}},
+                             "spec": {"template": {"spec": {"containers": [c]}}}}}
+    meta = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": meta,
+            "spec": {"mlPolicy": {"numNodes": num_nodes, "torch": {"numProcPerNode": "auto"}},
+                     "template": {"spec": {"replicatedJobs": [job("dataset-initializer"), job("model-initializer"), job("trainer", node_gpus)]}}}}
+
+
+def _trainjob(**trainer):
+    job = copy.deepcopy(OBJECTS["TrainJob"])
+    job["spec"]["trainer"] = {"image": "ghcr.io/acme/sft:0.9", **trainer}
+    return job
+
+
+@pytest.mark.parametrize("obj, runtime, want_sets, want_total", [
+    pytest.param(_trainjob(numNodes=2, resourcesPerNode={"limits": {"nvidia.com/gpu": "4"}}), _runtime(),
+                 [("dataset-initializer", 1, 0, 0), ("model-initializer", 1, 0, 0), ("node", 2, 4000, None)], 8000, id="resourcesPerNode wins"),
+    pytest.param(_trainjob(), _runtime(node_gpus="2", num_nodes=3),
+                 [("dataset-initializer", 1, 0, 0), ("model-initializer", 1, 0, 0), ("node", 3, 2000, None)], 6000, id="the runtime's nodes and GPUs"),
+])
+def test_a_trainjob_counts_its_runtimes_pods(obj, runtime, want_sets, want_total):
+    w = subject(obj, cluster=snapshot(node("n1"), runtime))
+    got = [(ps.name, ps.count, ps.gpus, ps.min_count) for ps in w.pod_sets]
+    assert (got, w.total_gpus, w.pods, w.min_members) == (want_sets, want_total, sum(s[1] for s in want_sets), want_sets[-1][1])
+
+
+def test_a_trainjob_finds_its_namespaced_training_runtime():
+    obj = _trainjob(numNodes=2)
+    obj["spec"]["runtimeRef"] = {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": "team-torch"}
+    elsewhere = _runtime("TrainingRuntime", "team-torch", "8", namespace="team-b")
+    here = _runtime("TrainingRuntime", "team-torch", "2", namespace="team-a")
+    assert subject(obj, cluster=snapshot(node("n1"), elsewhere)).total_gpus == 0  # not its namespace's: node resources alone
+    assert subject(obj, cluster=snapshot(node("n1"), elsewhere, here)).total_gpus == 4000
