@@ -81,3 +81,37 @@ def test_claims_are_looked_up_in_the_judged_namespace(obj):
     state = snapshot(claim_template("t", "solo", requests=[device_request(count=2)]))
     w = normalize(request(obj, namespace="solo"), state)
     assert (w.namespace, w.gpus, [p.code for p in w.problems]) == ("solo", 2000, [])
+
+
+def mig_request(profile=None, count=None, device_class="mig.nvidia.com", v1=True, quote="'"):
+    body = device_request(device_class=device_class, count=count, v1=v1)
+    inner = body["exactly"] if v1 else body
+    if profile:
+        inner["selectors"] = [{"cel": {"expression": f"device.attributes[{quote}gpu.nvidia.com{quote}].profile == {quote}{profile}{quote}"}}]
+    return body
+
+
+MIG_CASES = [
+    # (name, request, extra objects, milli-GPU, fraction, memory)
+    ("one 1g.10gb of seven", mig_request("1g.10gb"), (), 143, 143, 10 * GI),
+    ("four 1g.5gb of one A100: 4 slices, not 4 GPUs", mig_request("1g.5gb", count=4), (), 572, 143, 20 * GI),
+    ("3g.40gb, v1beta1 flat, double quotes", mig_request("3g.40gb", v1=False, quote='"'), (), 429, 429, 40 * GI),
+    ("A30 2g.12gb of four", mig_request("2g.12gb"), (), 500, 500, 12 * GI),
+    ("media-extension variant", mig_request("1g.10gb+me"), (), 143, 143, 10 * GI),
+    ("profile in a custom DeviceClass", mig_request(None, device_class="small-mig"), ({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "small-mig"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}},
+                               {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '2g.20gb'"}}]}},), 286, 286, 20 * GI),
+    ("MIG class, no profile: any partition, counted whole", mig_request(None), (), 1000, None, None),
+]
+
+
+@pytest.mark.parametrize("name, req, objects, want_gpus, want_fraction, want_memory", MIG_CASES, ids=[c[0] for c in MIG_CASES])
+def test_mig_partitions_count_their_share_of_a_gpu(name, req, objects, want_gpus, want_fraction, want_memory):
+    got, problems = read_demand(by_claim(), snapshot(claim("c", requests=[req], api="resource.k8s.io/v1" if "exactly" in req else "resource.k8s.io/v1beta1"), *objects))
+    assert (got.gpus, got.fraction, got.gpu_memory, [p.code for p in problems]) == (want_gpus, want_fraction, want_memory, [])
+
+
+def test_an_unknown_mig_profile_is_a_located_problem():
+    got, problems = read_demand(by_claim(), snapshot(claim("c", requests=[mig_request("9g.1gb")])))
+    assert got.gpus == 0 and [p.code for p in problems] == ["UnknownGpuDialectValue"] and "selectors" in problems[0].message
