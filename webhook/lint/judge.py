@@ -33,12 +33,12 @@ ALONE = " (with nothing else running: the object alone is over the quota)"
 
 # kind -> the API group it must come from, for the objects `learn_state` takes from the manifests.
 STATE_KINDS = {"Namespace": "", "ResourceClaim": "resource.k8s.io", "ResourceClaimTemplate": "resource.k8s.io",
-               "DeviceClass": "resource.k8s.io", "TrainingRuntime": "trainer.kubeflow.org",
+               "DeviceClass": "resource.k8s.io", "ResourceSlice": "resource.k8s.io", "TrainingRuntime": "trainer.kubeflow.org",
                "ClusterTrainingRuntime": "trainer.kubeflow.org"}
 
 
 def is_state_object(obj: dict) -> bool:
-    """Whether a manifest is one the others refer to (a Namespace, a claim template, a runtime, a gang object)."""
+    """Whether a manifest is one the others refer to (a Namespace, a claim template, a device slice, a runtime, a gang object)."""
     kind, api = obj.get("kind"), obj.get("apiVersion")
     if type(api) is not str or type(kind) is not str:
         return False
@@ -86,7 +86,7 @@ class Linter:
             obj = doc.obj
             if not isinstance(obj.get("metadata"), dict) or not is_state_object(obj):
                 continue
-            if obj.get("kind") not in CLUSTER_SCOPED and obj.get("kind") != "ClusterTrainingRuntime":
+            if obj.get("kind") not in CLUSTER_SCOPED and obj.get("kind") not in ("ClusterTrainingRuntime", "ResourceSlice"):
                 obj = self._with_namespace(obj)  # stored where the objects naming no namespace are judged
             try:
                 self.snapshot.apply("ADDED", obj)

@@ -117,7 +117,7 @@ def default_jobs(files: int) -> int:
     return min(os.cpu_count() or 1, 4) if files >= PARALLEL_FROM else 1
 
 
-_STATE_KIND = re.compile(r"^\s*kind:\s*[\"']?(Namespace|ResourceClaim|ResourceClaimTemplate|DeviceClass|TrainingRuntime|"
+_STATE_KIND = re.compile(r"^\s*kind:\s*[\"']?(Namespace|ResourceClaim|ResourceClaimTemplate|DeviceClass|ResourceSlice|TrainingRuntime|"
                          r"ClusterTrainingRuntime|PodGroup|Workload|CompositePodGroup)[\"']?\s*$", re.M)
 
 

@@ -6,6 +6,7 @@ import re
 from typing import Mapping
 
 from .common import MALFORMED, MISSING_CLAIM, UNKNOWN_VALUE, Bad, ceil_div, quantity
+from .capacity import slice_share
 from .gpu_whole import MIG_PREFIX, mig_profile
 
 # Device classes published by the GPU DRA drivers; others count when their name or CEL selector says "gpu".
@@ -115,25 +116,31 @@ def read_requests(requests: list, path: str, snapshot, device_memory_of):
             continue
         caps = (req.get("capacity") or {}).get("requests") if isinstance(req.get("capacity"), dict) else None
         mem = None
+        asked: dict[str, int] = {}
         if isinstance(caps, dict):
             for key, value in caps.items():
+                try:
+                    q = quantity(value)
+                except ValueError:
+                    raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not a quantity") from None
+                if q <= 0:
+                    raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not positive")
+                asked[key] = int(-((-q.numerator) // q.denominator)) if type(q) is not int else q
                 if key == "memory" or key.endswith("/memory"):
-                    try:
-                        q = quantity(value)
-                    except ValueError:
-                        raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not a quantity") from None
-                    if q <= 0:
-                        raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not positive")
-                    mem = int(-((-q.numerator) // q.denominator)) if type(q) is not int else q
+                    mem = asked[key]
         devices += count_raw
-        if mem is None:
+        if not asked:
             milli += count_raw * 1000
             continue
-        # A capacity request shares the device: its share is memory / device memory when known.
-        have_memory = True
-        memory += count_raw * mem
-        device_memory = device_memory_of()
-        s = min(1000, ceil_div(mem * 1000, device_memory)) if device_memory else None
+        # A capacity request shares the device: its share is what it consumes of the device's published
+        # capacities (ResourceSlices in the state), else memory / device memory when known, else the whole device.
+        s = slice_share(req.get("deviceClassName"), asked, snapshot)
+        if mem is not None:
+            have_memory = True
+            memory += count_raw * mem
+            if s is None:
+                device_memory = device_memory_of()
+                s = min(1000, ceil_div(mem * 1000, device_memory)) if device_memory else None
         if s is not None:
             share = s if share is None else max(share, s)
         milli += count_raw * (s if s is not None else 1000)

@@ -115,3 +115,37 @@ def test_mig_partitions_count_their_share_of_a_gpu(name, req, objects, want_gpus
 def test_an_unknown_mig_profile_is_a_located_problem():
     got, problems = read_demand(by_claim(), snapshot(claim("c", requests=[mig_request("9g.1gb")])))
     assert got.gpus == 0 and [p.code for p in problems] == ["UnknownGpuDialectValue"] and "selectors" in problems[0].message
+
+
+def shared_slice(capacity: dict, driver="gpu.nvidia.com", v1=True, multiple=True):
+    device = {"name": "gpu-0", "capacity": capacity}
+    if multiple:
+        device["allowMultipleAllocations"] = True
+    return {"apiVersion": "resource.k8s.io/v1" if v1 else "resource.k8s.io/v1beta1", "kind": "ResourceSlice",
+            "metadata": {"name": f"n1-{driver}"},
+            "spec": {"driver": driver, "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [device if v1 else {"name": "gpu-0", "basic": {k: v for k, v in device.items() if k != "name"}}]}}
+
+
+MEM80 = {"memory": {"value": "80Gi"}}
+CAPACITY_CASES = [
+    # (name, request, objects, milli-GPU, fraction)
+    ("memory of a shared device", device_request(memory="20Gi"), (shared_slice(MEM80),), 250, 250),
+    ("cores not asked, no policy: the whole device", device_request(memory="20Gi"),
+     (shared_slice({**MEM80, "multiprocessors": {"value": "132"}}),), 1000, None),
+    ("cores not asked, policy default 0", device_request(memory="20Gi"),
+     (shared_slice({**MEM80, "multiprocessors": {"value": "132", "requestPolicy": {"default": "0", "validRange": {"min": "0"}}}}),), 250, 250),
+    ("valid values round the ask up", device_request(memory="20Gi"),
+     (shared_slice({"memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi", "validValues": ["10Gi", "40Gi", "80Gi"]}}}),), 500, 500),
+    ("valid range steps round the ask up", device_request(memory="20Gi"),
+     (shared_slice({"memory": {"value": "80Gi", "requestPolicy": {"default": "8Gi", "validRange": {"min": "8Gi", "step": "8Gi"}}}}),), 300, 300),
+    ("v1beta1 basic device", device_request(memory="20Gi"), (shared_slice(MEM80, v1=False),), 250, 250),
+    ("another driver's devices do not count", device_request(memory="20Gi"), (shared_slice(MEM80, driver="gpu.amd.com"),), 1000, None),
+    ("a device not shared does not count", device_request(memory="20Gi"), (shared_slice(MEM80, multiple=False),), 1000, None),
+]
+
+
+@pytest.mark.parametrize("name, req, objects, want_gpus, want_fraction", CAPACITY_CASES, ids=[c[0] for c in CAPACITY_CASES])
+def test_consumable_capacity_counts_what_it_takes_of_the_shared_device(name, req, objects, want_gpus, want_fraction):
+    got, problems = read_demand(by_claim(), snapshot(claim("c", requests=[req]), *objects))
+    assert (got.gpus, got.fraction, got.gpu_memory, [p.code for p in problems]) == (want_gpus, want_fraction, 20 * GI, [])
