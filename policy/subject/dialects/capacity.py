@@ -13,6 +13,7 @@ largest share counts (the scheduler may pick any of them).
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Mapping
 
 from .common import ceil_div, quantity
@@ -35,6 +36,24 @@ def _q(value) -> int | None:
     except ValueError:
         return None
     return q if type(q) is int else -((-q.numerator) // q.denominator)
+
+
+# (a weak reference to the state, its resource_version, its ResourceSlices): one scan per state version, not per claim.
+_LAST: list = [(None, None, ())]
+
+
+def resource_slices(snapshot) -> tuple:
+    """The ResourceSlices of the state (a scan of the objects Allot does not index, remembered until the state changes)."""
+    ref, version, found = _LAST[0]
+    now = getattr(snapshot, "resource_version", None)
+    if ref is not None and ref() is snapshot and version == now and now is not None:
+        return found
+    found = tuple(rs for rs in snapshot.objects("ResourceSlice") if isinstance(rs.get("spec"), dict))
+    try:
+        _LAST[0] = (weakref.ref(snapshot), now, found)
+    except TypeError:  # a state that takes no weak reference is scanned every time
+        pass
+    return found
 
 
 def drivers_of(class_name, snapshot) -> frozenset[str]:
@@ -91,8 +110,8 @@ def slice_share(class_name, asked: Mapping[str, int], snapshot) -> int | None:
         return None
     asked = {_name(k): v for k, v in asked.items()}
     best = None
-    for rs in snapshot.objects("ResourceSlice"):
-        spec = rs.get("spec") if isinstance(rs.get("spec"), dict) else {}
+    for rs in resource_slices(snapshot):
+        spec = rs["spec"]
         if spec.get("driver") not in drivers:
             continue
         for dev in spec.get("devices") or ():

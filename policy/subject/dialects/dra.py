@@ -7,6 +7,7 @@ from typing import Mapping
 
 from .common import MALFORMED, MISSING_CLAIM, UNKNOWN_VALUE, Bad, ceil_div, quantity
 from .capacity import slice_share
+from .partitions import partition_share
 from .gpu_whole import MIG_PREFIX, mig_profile
 
 # Device classes published by the GPU DRA drivers; others count when their name or CEL selector says "gpu".
@@ -129,8 +130,11 @@ def read_requests(requests: list, path: str, snapshot, device_memory_of):
                 if key == "memory" or key.endswith("/memory"):
                     mem = asked[key]
         devices += count_raw
-        if not asked:
-            milli += count_raw * 1000
+        if not asked:  # a whole device, or a partition of one (its share from the counters it consumes)
+            s = partition_share(req, snapshot)
+            if s is not None and s < 1000:
+                share = s if share is None else max(share, s)
+            milli += count_raw * (s if s is not None else 1000)
             continue
         # A capacity request shares the device: its share is what it consumes of the device's published
         # capacities (ResourceSlices in the state), else memory / device memory when known, else the whole device.

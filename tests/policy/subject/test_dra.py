@@ -149,3 +149,44 @@ CAPACITY_CASES = [
 def test_consumable_capacity_counts_what_it_takes_of_the_shared_device(name, req, objects, want_gpus, want_fraction):
     got, problems = read_demand(by_claim(), snapshot(claim("c", requests=[req]), *objects))
     assert (got.gpus, got.fraction, got.gpu_memory, [p.code for p in problems]) == (want_gpus, want_fraction, 20 * GI, [])
+
+
+def partitioned_slices(v1=True):
+    """A GPU published as partitionable (KEP-4815): its counter set in one slice, the whole device and two partitions in another."""
+    def dev(name, size, memory, sms):
+        body = {"attributes": {"size": {"string": size}, "gpu.nvidia.com/type": {"string": "gpu" if size == "whole" else "partition"}},
+                "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}, "multiprocessors": {"value": sms}}}]}
+        return {"name": name, **body} if v1 else {"name": name, "basic": body}
+    pool = {"name": "n1", "generation": 1, "resourceSliceCount": 2}
+    api = "resource.k8s.io/v1" if v1 else "resource.k8s.io/v1beta1"
+    counters = {"apiVersion": api, "kind": "ResourceSlice", "metadata": {"name": "n1-counters"},
+                "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": pool,
+                         "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}, "multiprocessors": {"value": "132"}}}]}}
+    devices = {"apiVersion": api, "kind": "ResourceSlice", "metadata": {"name": "n1-devices"},
+               "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": pool, "devices": [
+                   dev("gpu-0", "whole", "80Gi", "132"), dev("gpu-0-small", "small", "20Gi", "33"), dev("gpu-0-big", "big", "40Gi", "60")]}}
+    return (counters, devices)
+
+
+def selecting(expr=None):
+    body = device_request()
+    if expr:
+        body["exactly"]["selectors"] = [{"cel": {"expression": expr}}]
+    return body
+
+
+PARTITION_CASES = [
+    ("a small partition", selecting("device.attributes['gpu.nvidia.com'].size == 'small'"), partitioned_slices(), 250, 250),
+    ("a big partition: its largest counter", selecting("device.attributes['gpu.nvidia.com'].size == \"big\""), partitioned_slices(), 500, 500),
+    ("by a qualified attribute", selecting("device.attributes['gpu.nvidia.com'].type == 'partition' && device.attributes['gpu.nvidia.com'].size == 'small'"),
+     partitioned_slices(), 250, 250),
+    ("v1beta1 basic devices", selecting("device.attributes['gpu.nvidia.com'].size == 'small'"), partitioned_slices(v1=False), 250, 250),
+    ("no selector: the whole device may be picked", selecting(), partitioned_slices(), 1000, None),
+    ("a selector of other logic filters nothing", selecting("device.attributes['gpu.nvidia.com'].size == 'small' || true"), partitioned_slices(), 1000, None),
+]
+
+
+@pytest.mark.parametrize("name, req, objects, want_gpus, want_fraction", PARTITION_CASES, ids=[c[0] for c in PARTITION_CASES])
+def test_a_partition_counts_the_counters_it_consumes(name, req, objects, want_gpus, want_fraction):
+    got, problems = read_demand(by_claim(), snapshot(claim("c", requests=[req]), *objects))
+    assert (got.gpus, got.fraction, [p.code for p in problems]) == (want_gpus, want_fraction, [])

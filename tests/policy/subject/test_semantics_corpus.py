@@ -13,7 +13,7 @@ from policy.cluster.snapshot import ClusterSnapshot
 from policy.subject.normalize import normalize
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
-CASES = ("jobset-generatename", "job-dra-namespace", "leaderworkerset-groups", "leaderworkerset-volcano", "pytorchjob-elastic", "rayjob-submitter", "rayjob-http-mode", "deployment-hami-lower-bound", "pod-coscheduling-group", "trainjob-cluster-runtime", "trainjob-training-runtime", "deployment-dra-mig", "job-dra-mig-profiles", "pod-dra-consumable-capacity")
+CASES = ("jobset-generatename", "job-dra-namespace", "leaderworkerset-groups", "leaderworkerset-volcano", "pytorchjob-elastic", "rayjob-submitter", "rayjob-http-mode", "deployment-hami-lower-bound", "pod-coscheduling-group", "trainjob-cluster-runtime", "trainjob-training-runtime", "deployment-dra-mig", "job-dra-mig-profiles", "pod-dra-consumable-capacity", "job-dra-partition")
 
 
 def judged(name: str):
