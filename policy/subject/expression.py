@@ -238,7 +238,10 @@ def express(w: Workload) -> Workload:
         ref = pod_group_ref(w.labels, w.annotations, spec)
         values = pod_fields(w.pod_sets[0], meta, spec, w.labels, ref)
     elif w.template_paths:
-        templates = [(_at(obj, p[:-1] + ("metadata",)), _at(obj, p)) if p else _no_template(obj) for p in w.template_paths]
+        # A set with no template in the object (a TrainJob's, a RayJob's default submitter) is read from
+        # `resourcesPerNode` only when it asks GPUs: a runtime's initializers must not repeat the nodes' asks.
+        templates = [(_at(obj, p[:-1] + ("metadata",)), _at(obj, p)) if p else _no_template(obj) if ps.gpus else (EMPTY, EMPTY)
+                     for p, ps in zip(w.template_paths, w.pod_sets)]
         values = workload_fields(w.kind, meta, templates, w.pod_sets)
     else:
         api = obj.get("apiVersion")

@@ -284,3 +284,11 @@ def test_a_trainjob_finds_its_namespaced_training_runtime():
     here = _runtime("TrainingRuntime", "team-torch", "2", namespace="team-a")
     assert subject(obj, cluster=snapshot(node("n1"), elsewhere)).total_gpus == 0  # not its namespace's: node resources alone
     assert subject(obj, cluster=snapshot(node("n1"), elsewhere, here)).total_gpus == 4000
+
+
+def test_a_trainjobs_initializers_do_not_repeat_the_nodes_gpu_asks():
+    from policy.subject.expression import express
+
+    obj = _trainjob(numNodes=2, resourcesPerNode={"requests": {"nvidia.com/gpu": "4"}})  # unlimited: one mismatch per node template
+    w = express(subject(obj, cluster=snapshot(node("n1"), _runtime())))
+    assert (len(w.pod_sets), w.gpu_limit_mismatches) == (3, 1)
