@@ -235,11 +235,12 @@ def _raycluster(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
     return _ray_groups(spec, ("spec",), ns, problems), spec.get("suspend") is True
 
 
-# KubeRay's submitter: K8sJobMode (the default) runs `ray job submit` in a Job of one pod (the default one asks
-# 1 CPU and 1Gi, no GPU); HTTPMode submits from the operator, InteractiveMode waits for the user, SidecarMode
-# runs it as a container of the head pod: no pod of their own.
+# KubeRay's submitter: K8sJobMode (the default) runs `ray job submit` in a Job of one pod (KubeRay's default one
+# asks 500m CPU and 200Mi, limited to 1 CPU and 1Gi, no GPU); HTTPMode submits from the operator, InteractiveMode
+# waits for the user, SidecarMode runs it as a container of the head pod: no pod of their own.
 SUBMITTER_MODES = {"K8sJobMode": True, "HTTPMode": False, "InteractiveMode": False, "SidecarMode": False}
-DEFAULT_SUBMITTER = {"containers": [{"name": "ray-job-submitter", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
+DEFAULT_SUBMITTER = {"containers": [{"name": "ray-job-submitter", "resources": {
+    "requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}
 
 
 def _submitter(spec: Mapping, ns, problems: list) -> list[Template]:
