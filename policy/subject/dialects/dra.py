@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from .common import MALFORMED, MISSING_CLAIM, UNKNOWN_VALUE, Bad, ceil_div, quantity
 from .capacity import slice_share
-from .partitions import partition_share
+from .common import MALFORMED, MISSING_CLAIM, UNKNOWN_VALUE, Bad, ceil_div, quantity
 from .gpu_whole import MIG_PREFIX, mig_profile
+from .partitions import partition_share
 
 # Device classes published by the GPU DRA drivers; others count when their name or CEL selector says "gpu".
 KNOWN_GPU_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "gpu.amd.com", "gpu.intel.com", "vfio.gpu.nvidia.com"})
