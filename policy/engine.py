@@ -32,7 +32,7 @@ WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
 # HAMi clamps gpucores above 100 to 100 and places the pod: Allot counts it so and only warns. A scale of a
 # workload the cluster state does not hold cannot be judged: said as a warning, not denied.
 # Nor a KAITO Workspace whose instance type no node reports yet (KAITO provisions it; its pods are judged).
-WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores", "WorkloadNotInClusterState", "UnknownInstanceType"})
+WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores", "WorkloadNotInClusterState", "UnknownInstanceType", "GpuShareLowerBound"})
 _SETATTR = object.__setattr__
 
 

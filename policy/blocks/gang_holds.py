@@ -60,6 +60,8 @@ def may_hold(ctx) -> bool:
         return True
     if ctx.mutate or not w.name or w.kind not in GANG_KINDS:
         return False
+    if w.kind == "LeaderWorkerSet" and w.min_members is not None and w.pods > w.min_members:
+        return False  # groups start on their own (one PodGroup each): one group's domain must not pin them all
     return ctx.gang.gang is None or not controlled_child(w)  # recalled (its own, or its owner's): extended
 
 

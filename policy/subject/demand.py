@@ -148,7 +148,7 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
     if cores is None and mem_pct is None and mem is None:
         return milli + whole * 1000, mem_bytes, mig_share
     devices = whole or 1  # HAMi: gpumem/gpucores without nvidia.com/gpu means one vGPU
-    share = hami.share(cores, mem_pct, mem, _device_memory(env) if mem is not None else None)
+    share = hami.share(cores, mem_pct, mem, _device_memory(env) if mem is not None else None, problems, f"spec.{where}[{index}].resources")
     milli += devices * (share if share is not None else 1000)
     if mem is not None:
         mem_bytes = (mem_bytes or 0) + devices * mem

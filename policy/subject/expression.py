@@ -30,6 +30,7 @@ _SETATTR = object.__setattr__  # the subject was just built for this request: fi
 _GPU_PREFIXES = ("nvidia.com/", "amd.com/")
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KAI_SCHEDULER = "kai-scheduler"
+VOLCANO_SCHEDULER = "volcano"
 # A pod-group reference's family -> the `gang_scheduler` value (upstream Workload and PodGroup are one API).
 SCHEDULERS = {
     "coscheduling": "coscheduling", "volcano": "volcano", "kai": "kai", "kueue-pod-group": "kueue",
@@ -181,6 +182,8 @@ def _template_scheduler(kind: str, meta: Mapping, spec: Mapping) -> str | None:
         return SCHEDULERS.get(ref[0])
     if spec.get("schedulerName") == KAI_SCHEDULER and kind in GANG_KINDS:
         return "kai"  # KAI's pod grouper makes one PodGroup of such a workload's pods
+    if spec.get("schedulerName") == VOLCANO_SCHEDULER and kind == "LeaderWorkerSet":
+        return "volcano"  # LWS makes one Volcano PodGroup per group for pods Volcano schedules
     return None
 
 
@@ -235,7 +238,10 @@ def express(w: Workload) -> Workload:
         ref = pod_group_ref(w.labels, w.annotations, spec)
         values = pod_fields(w.pod_sets[0], meta, spec, w.labels, ref)
     elif w.template_paths:
-        templates = [(_at(obj, p[:-1] + ("metadata",)), _at(obj, p)) if p else _no_template(obj) for p in w.template_paths]
+        # A set with no template in the object (a TrainJob's, a RayJob's default submitter) is read from
+        # `resourcesPerNode` only when it asks GPUs: a runtime's initializers must not repeat the nodes' asks.
+        templates = [(_at(obj, p[:-1] + ("metadata",)), _at(obj, p)) if p else _no_template(obj) if ps.gpus else (EMPTY, EMPTY)
+                     for p, ps in zip(w.template_paths, w.pod_sets)]
         values = workload_fields(w.kind, meta, templates, w.pod_sets)
     else:
         api = obj.get("apiVersion")

@@ -97,7 +97,9 @@ def _pod_workload(obj: dict, snapshot, r: tuple, problems: list) -> Workload:
         meta = meta if type(meta) is dict else EMPTY
         spec = spec if type(spec) is dict else EMPTY
     ns = r[2] or meta.get("namespace") or "default"
-    podset, demand_problems = read_demand(obj, snapshot)
+    # The pod's claims are the judged namespace's (the request's), whatever its manifest says or omits.
+    podset, demand_problems = read_demand(obj if meta.get("namespace") == ns or not spec.get("resourceClaims")
+                                          else {**obj, "metadata": {**meta, "namespace": ns}}, snapshot)
     if demand_problems:
         problems.extend(demand_problems)
     # Inline loops, not a call per map: this runs on every request (string_map words the problem).

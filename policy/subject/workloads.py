@@ -66,9 +66,9 @@ def _dotted(path: tuple[str, ...] | None) -> str:
     return out
 
 
-def _sets(obj: Mapping, reader: str, snapshot, problems: list | None):
-    """(pod sets, template paths, template pods, suspended, exclusive-topology key) of a workload object."""
-    read = read_workload(obj, reader, snapshot)
+def _sets(obj: Mapping, reader: str, snapshot, problems: list | None, namespace: str | None = None):
+    """(pod sets, the object read) of a workload object judged in `namespace`."""
+    read = read_workload(obj, reader, snapshot, namespace)
     if problems is not None:
         problems.extend(read.problems)
     sets: list[PodSet] = []
@@ -316,11 +316,26 @@ def _string_map(meta: Mapping, key: str, problems: list) -> Mapping:
     return EMPTY
 
 
+def gang_name(name, meta: Mapping, uid) -> str:
+    """A gang workload's gang identity: its name, else a stand-in for the name the API server will generate.
+
+    A `generateName` object has no name offline (lint, eval) nor at the admission of its
+    CREATE (`request.name` is empty, the name is made after the mutating webhooks); its
+    gang rules must apply all the same, so the name never changes a decision. The stand-in
+    carries the request's uid, so two objects of one `generateName` are not taken for one gang.
+    """
+    if type(name) is str and name:
+        return name
+    prefix = meta.get("generateName")
+    prefix = prefix if type(prefix) is str else ""
+    return f"{prefix}<{uid[:8]}>" if type(uid) is str and uid else f"{prefix}<generated>"
+
+
 def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, problems: list) -> Workload:
     """The subject of a workload object; `r` = normalize's request tuple (operation, name, namespace, ...)."""
     meta = obj.get("metadata") if type(obj.get("metadata")) is dict else EMPTY
     ns = r[2] or meta.get("namespace") or "default"
-    sets, read = _sets(obj, reader, snapshot, problems)
+    sets, read = _sets(obj, reader, snapshot, problems, ns)
     pods = sum(ps.count for ps in sets)
     total = _total(sets)
     asking = [ps for ps in sets if ps.gpus and ps.count]
@@ -355,12 +370,12 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
             priority = cls["value"]
     gang = minimum = None
     if kind in GANG_KINDS and pods:
-        gang = r[1] or meta.get("name") or None
         minimum = sum(ps.min_count if ps.min_count is not None else ps.count for ps in sets) or None
+        gang = gang_name(r[1], meta, r[8]) if minimum is not None else None
     added = None
     old = r[10]
     if r[0] == "UPDATE" and type(old) is dict:
-        old_sets, old_read = _sets(old, reader, snapshot, None)
+        old_sets, old_read = _sets(old, reader, snapshot, None, ns)
         if old_read.suspended and not read.suspended:
             added = total  # Kueue's admission: the whole workload starts now
         else:

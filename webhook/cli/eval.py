@@ -1,7 +1,7 @@
 """`allot eval`: decide one admission request offline, printing exactly what the webhook would send.
 
     allot eval --policy DIR [--cluster FILE] [--mutate] [--user U] [--group G]…
-               [--operation OP] [--explain] [--now T] REQUEST
+               [--operation OP] [--namespace NS] [--explain] [--now T] REQUEST
     allot eval --policy DIR [--cluster FILE] [--now T] [--format json] --replay LOG
 
 REQUEST is a manifest (YAML or JSON; wrapped into an AdmissionReview with the
@@ -42,6 +42,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--user", default=DEFAULT_USER, help=f"requesting user for a bare manifest (default {DEFAULT_USER})")
     parser.add_argument("--group", action="append", metavar="G", help="requesting user's group (repeatable; default: what the API server gives the user)")
     parser.add_argument("--operation", default="CREATE", type=str.upper, choices=("CREATE", "UPDATE", "DELETE", "CONNECT"))
+    parser.add_argument("--namespace", metavar="NS", help="namespace a bare manifest that names none is judged in, as `kubectl -n` (default: default)")
     parser.add_argument("--explain", action="store_true", help="print a human trace of every block instead of the JSON")
     parser.add_argument("--now", type=float, metavar="T", help="decision time, Unix seconds (default: the clock)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="--explain or --replay output: text (default) or json")
@@ -94,15 +95,21 @@ def read_document(path: str) -> dict:
     return docs[0]
 
 
-def build_request(doc: dict, *, user: str, groups, operation: str) -> dict:
-    """The AdmissionReview `request` of a document: parsed if it is a review, else the wrapped manifest."""
+def build_request(doc: dict, *, user: str, groups, operation: str, namespace: str | None = None) -> dict:
+    """The AdmissionReview `request` of a document: parsed if it is a review, else the manifest wrapped (in `namespace` when given)."""
     from policy.admission import ReviewError, parse_review, wrap_manifest
     from webhook.errors import UsageError
 
     try:
         if doc.get("kind") == "AdmissionReview":
+            if namespace is not None:
+                raise UsageError("--namespace applies to a bare manifest; an AdmissionReview names its own request.namespace")
             return parse_review(doc)
-        return parse_review(wrap_manifest(doc, user=user, groups=groups, operation=operation))
+        meta = doc.get("metadata")
+        own = meta.get("namespace") if isinstance(meta, dict) else None
+        if namespace is not None and own and own != namespace:  # as kubectl refuses `-n` against the manifest's own
+            raise UsageError(f"--namespace {namespace}: the manifest names namespace {own!r}")
+        return parse_review(wrap_manifest(doc, user=user, groups=groups, operation=operation, namespace=namespace))
     except ReviewError as exc:
         raise UsageError(f"request: {exc}") from None
 
@@ -126,7 +133,7 @@ def run(args) -> int:
         return _replay(args)
     doc = read_document(args.request)
     groups = tuple(args.group) if args.group else default_groups(args.user)
-    request = build_request(doc, user=args.user, groups=groups, operation=args.operation)
+    request = build_request(doc, user=args.user, groups=groups, operation=args.operation, namespace=args.namespace)
     policy_set = load_policy(args.policy)
     if policy_set is None:
         return 1

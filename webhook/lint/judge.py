@@ -13,11 +13,12 @@ import json
 from dataclasses import dataclass, field
 
 from policy.cluster.errors import SnapshotError
-from policy.cluster.snapshot import ClusterSnapshot
+from policy.cluster.snapshot import CLUSTER_SCOPED, ClusterSnapshot
 from policy.engine import Engine
 from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, needs_subject, reason_path
 from policy.lint.patches import Authors, for_git, op_keys
 from policy.lint.scope import governed
+from policy.subject.dialects.gangs import group_family
 from policy.subject.normalize import normalize
 from webhook.cli.eval import build_request
 from webhook.errors import UsageError
@@ -28,6 +29,25 @@ BAD_OBJECT = "ManifestNotAdmissible"  # the object cannot be wrapped into an Adm
 PATCH = "AdmissionPatch"  # a JSONPatch op the mutating webhook would send (a `set` or the default priority)
 NOT_JUDGED = " (not judged: no --cluster, so usage and nodes are unknown)"
 ALONE = " (with nothing else running: the object alone is over the quota)"
+
+
+# kind -> the API group it must come from, for the objects `learn_state` takes from the manifests.
+STATE_KINDS = {"Namespace": "", "ResourceClaim": "resource.k8s.io", "ResourceClaimTemplate": "resource.k8s.io",
+               "DeviceClass": "resource.k8s.io", "ResourceSlice": "resource.k8s.io", "TrainingRuntime": "trainer.kubeflow.org",
+               "ClusterTrainingRuntime": "trainer.kubeflow.org"}
+
+
+def is_state_object(obj: dict) -> bool:
+    """Whether a manifest is one the others refer to (a Namespace, a claim template, a device slice, a runtime, a gang object)."""
+    kind, api = obj.get("kind"), obj.get("apiVersion")
+    if type(api) is not str or type(kind) is not str:
+        return False
+    if kind == "Namespace":
+        return api == "v1"
+    group = api.split("/", 1)[0] if "/" in api else ""
+    if kind in STATE_KINDS:
+        return group == STATE_KINDS[kind]
+    return group_family(api, kind) is not None
 
 
 @dataclass(slots=True)
@@ -54,21 +74,25 @@ class Linter:
         self.snapshot = snapshot if snapshot is not None else ClusterSnapshot()
         self.user, self.groups, self.now, self.namespace = user, groups, now, namespace
 
-    def learn_namespaces(self, documents) -> int:
-        """Take the Namespace objects among `documents` into the snapshot, so rules that read `namespace.labels` see them.
+    def learn_state(self, documents) -> int:
+        """Take the objects among `documents` that others refer to into the snapshot: Namespaces (their labels),
+        DRA claims and claim templates, Trainer runtimes, gang objects (PodGroups, Workloads).
 
-        A manifest repository usually declares its namespaces beside the workloads; what it
-        says is what the cluster will hold once applied, so it wins over a `--cluster` dump.
+        A manifest repository usually declares them beside the workloads; what it says is
+        what the cluster will hold once applied, so it wins over a `--cluster` dump.
         """
         learned = 0
         for doc in documents:
             obj = doc.obj
-            if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" and isinstance(obj.get("metadata"), dict):
-                try:
-                    self.snapshot.apply("ADDED", obj)
-                except SnapshotError:
-                    continue  # judged (and reported) like any other object
-                learned += 1
+            if not isinstance(obj.get("metadata"), dict) or not is_state_object(obj):
+                continue
+            if obj.get("kind") not in CLUSTER_SCOPED and obj.get("kind") not in ("ClusterTrainingRuntime", "ResourceSlice"):
+                obj = self._with_namespace(obj)  # stored where the objects naming no namespace are judged
+            try:
+                self.snapshot.apply("ADDED", obj)
+            except SnapshotError:
+                continue  # judged (and reported) like any other object
+            learned += 1
         return learned
 
     def judge(self, doc: Document) -> Judged:

@@ -73,7 +73,7 @@ def _read_and_judge(files: list[str], linter: Linter, stdin=None) -> tuple[Read,
     """
     with _collector_off():
         read = read_files(files, stdin)
-        linter.learn_namespaces(read.documents)  # before any object is judged: its namespace's labels count
+        linter.learn_state(read.documents)  # before any object is judged: its namespace's labels, its claim templates count
         gc.freeze()  # before the collector is back on, or its first pass scans all that was read
     try:
         return read, [linter.judge(d) for d in read.documents]
@@ -117,24 +117,25 @@ def default_jobs(files: int) -> int:
     return min(os.cpu_count() or 1, 4) if files >= PARALLEL_FROM else 1
 
 
-_NAMESPACE_KIND = re.compile(r"^\s*kind:\s*[\"']?Namespace[\"']?\s*$", re.M)
+_STATE_KIND = re.compile(r"^\s*kind:\s*[\"']?(Namespace|ResourceClaim|ResourceClaimTemplate|DeviceClass|ResourceSlice|TrainingRuntime|"
+                         r"ClusterTrainingRuntime|PodGroup|Workload|CompositePodGroup)[\"']?\s*$", re.M)
 
 
-def _learn_namespaces_first(files: list[str], linter: Linter) -> None:
-    """Before forking, read the files that may declare a Namespace, so every worker judges with all of them.
+def _learn_state_first(files: list[str], linter: Linter) -> None:
+    """Before forking, read the files that may declare objects others refer to, so every worker judges with all of them.
 
-    The text search only picks which files to parse; the parse decides what is a Namespace.
+    The text search only picks which files to parse; the parse decides what is learned (Linter.learn_state).
     """
     maybe = []
     for path in files:
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
-                if _NAMESPACE_KIND.search(fh.read()):
+                if _STATE_KIND.search(fh.read()):
                     maybe.append(path)
         except OSError:
             continue  # the worker that reads it reports it
     if maybe:
-        linter.learn_namespaces(read_files(maybe).documents)
+        linter.learn_state(read_files(maybe).documents)
 
 
 def lint(paths: list[str], linter: Linter, *, stdin=None, cluster: str | None = None, jobs: int = 1) -> Report:
@@ -146,7 +147,7 @@ def lint(paths: list[str], linter: Linter, *, stdin=None, cluster: str | None = 
     files = expand(paths)
     parts = None
     if jobs > 1 and STDIN not in files and len(files) >= 2:
-        _learn_namespaces_first(files, linter)
+        _learn_state_first(files, linter)
         _LINTER = linter
         try:
             parts = _parallel(files, jobs)

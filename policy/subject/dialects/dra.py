@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
+from .capacity import slice_share
 from .common import MALFORMED, MISSING_CLAIM, UNKNOWN_VALUE, Bad, ceil_div, quantity
+from .gpu_whole import MIG_PREFIX, mig_profile
+from .partitions import partition_share
 
 # Device classes published by the GPU DRA drivers; others count when their name or CEL selector says "gpu".
 KNOWN_GPU_CLASSES = frozenset({"gpu.nvidia.com", "mig.nvidia.com", "gpu.amd.com", "gpu.intel.com", "vfio.gpu.nvidia.com"})
@@ -25,6 +29,39 @@ def is_gpu_class(name: str | None, snapshot) -> bool:
         if "gpu" in expr:
             return True
     return False
+
+
+MIG_CLASS = "mig.nvidia.com"  # NVIDIA's DRA driver: one MIG partition of a GPU per device (static or partitionable)
+# A CEL selector naming the MIG profile, as NVIDIA's examples write it: device.attributes['gpu.nvidia.com'].profile == '1g.10gb'
+_PROFILE = re.compile(r"""\.profile\s*==\s*['"]([0-9]+g\.[0-9]+gb(?:\+[a-z]+)?)['"]""")
+
+
+def _selector_texts(selectors) -> list[str]:
+    """The CEL expressions of a request's (or a DeviceClass's) selectors."""
+    out = []
+    for sel in selectors if isinstance(selectors, list) else ():
+        cel = sel.get("cel") if isinstance(sel, dict) else None
+        expr = cel.get("expression") if isinstance(cel, dict) else None
+        if isinstance(expr, str):
+            out.append(expr)
+    return out
+
+
+def mig_profile_of(req: Mapping, snapshot) -> str | None:
+    """The MIG profile a device request's selectors (or its DeviceClass's) ask for, e.g. '1g.10gb'; None when they name none.
+
+    A request of the MIG class naming no profile may get any partition: it is counted as a whole GPU (the largest it may get).
+    """
+    texts = _selector_texts(req.get("selectors"))
+    name = req.get("deviceClassName")
+    dc = snapshot.device_class(name) if snapshot is not None and isinstance(name, str) and name not in KNOWN_GPU_CLASSES else None
+    if dc:
+        texts += _selector_texts((dc.get("spec") or {}).get("selectors"))
+    for t in texts:
+        m = _PROFILE.search(t)
+        if m:
+            return m.group(1)
+    return None
 
 
 def claim_requests(claim_spec: Mapping) -> list:
@@ -66,27 +103,48 @@ def read_requests(requests: list, path: str, snapshot, device_memory_of):
         count_raw = req.get("count", 1)
         if type(count_raw) is not int or count_raw < 1:
             raise Bad(MALFORMED, f"{rpath}.count: {count_raw!r} is not a whole number >= 1")
+        profile = mig_profile_of(req, snapshot)
+        if profile is not None:  # a MIG partition is its profile's share of one GPU, as nvidia.com/mig-<profile> is
+            try:
+                s, mem = mig_profile(MIG_PREFIX + profile)
+            except Bad:
+                raise Bad(UNKNOWN_VALUE, f"{rpath}.selectors: MIG profile {profile!r} is not one of a known GPU") from None
+            devices += count_raw
+            milli += count_raw * s
+            memory += count_raw * mem
+            have_memory = True
+            share = s if share is None else max(share, s)
+            continue
         caps = (req.get("capacity") or {}).get("requests") if isinstance(req.get("capacity"), dict) else None
         mem = None
+        asked: dict[str, int] = {}
         if isinstance(caps, dict):
             for key, value in caps.items():
+                try:
+                    q = quantity(value)
+                except ValueError:
+                    raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not a quantity") from None
+                if q <= 0:
+                    raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not positive")
+                asked[key] = int(-((-q.numerator) // q.denominator)) if type(q) is not int else q
                 if key == "memory" or key.endswith("/memory"):
-                    try:
-                        q = quantity(value)
-                    except ValueError:
-                        raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not a quantity") from None
-                    if q <= 0:
-                        raise Bad(MALFORMED, f"{rpath}.capacity.requests[{key}]: {value!r} is not positive")
-                    mem = int(-((-q.numerator) // q.denominator)) if type(q) is not int else q
+                    mem = asked[key]
         devices += count_raw
-        if mem is None:
-            milli += count_raw * 1000
+        if not asked:  # a whole device, or a partition of one (its share from the counters it consumes)
+            s = partition_share(req, snapshot)
+            if s is not None and s < 1000:
+                share = s if share is None else max(share, s)
+            milli += count_raw * (s if s is not None else 1000)
             continue
-        # A capacity request shares the device: its share is memory / device memory when known.
-        have_memory = True
-        memory += count_raw * mem
-        device_memory = device_memory_of()
-        s = min(1000, ceil_div(mem * 1000, device_memory)) if device_memory else None
+        # A capacity request shares the device: its share is what it consumes of the device's published
+        # capacities (ResourceSlices in the state), else memory / device memory when known, else the whole device.
+        s = slice_share(req.get("deviceClassName"), asked, snapshot)
+        if mem is not None:
+            have_memory = True
+            memory += count_raw * mem
+            if s is None:
+                device_memory = device_memory_of()
+                s = min(1000, ceil_div(mem * 1000, device_memory)) if device_memory else None
         if s is not None:
             share = s if share is None else max(share, s)
         milli += count_raw * (s if s is not None else 1000)

@@ -50,8 +50,16 @@ def mebibytes(value: object, path: str) -> int:
     return int(q) * MIB
 
 
-def share(cores: int | None, mem_pct: int | None, mem: int | None, device_memory: int | None) -> int | None:
-    """Milli share of one device: the largest of the core, memory-percentage and memory shares known."""
+SHARE_LOWER_BOUND = "GpuShareLowerBound"  # a warning, not a denial (policy.engine.WARN_PROBLEMS)
+
+
+def share(cores: int | None, mem_pct: int | None, mem: int | None, device_memory: int | None,
+          problems: list | None = None, path: str = "") -> int | None:
+    """Milli share of one device: the largest of the core, memory-percentage and memory shares known.
+
+    Memory in MiB on a device of unknown size leaves the memory share unknown: the other
+    shares are then a lower bound of the device's share, counted as such and said in `problems`.
+    """
     best = None
     for s in (cores, mem_pct):
         if s is not None and (best is None or s > best):
@@ -60,4 +68,8 @@ def share(cores: int | None, mem_pct: int | None, mem: int | None, device_memory
         s = min(1000, -((-mem * 1000) // device_memory))
         if best is None or s > best:
             best = s
+    elif mem is not None and best is not None and problems is not None:
+        problems.append(Problem(SHARE_LOWER_BOUND, f"{path}[{GPUMEM}]: the device's memory is not known (no node or GPU model of known "
+                                f"memory), so the {mem // MIB} MiB asked cannot be read as a share; counted as {best / 10:g}% of a "
+                                "GPU (its other shares), a lower bound"))
     return best

@@ -13,8 +13,9 @@ from typing import Mapping
 
 from policy.subject.model import Problem
 
-from .common import BAD_OBJECT, EMPTY, MALFORMED
+from .common import BAD_OBJECT, EMPTY, MALFORMED, UNKNOWN_VALUE
 from .kaito import read_workspace
+from .trainer import find_runtime, runtime_jobs, with_node_resources
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -122,7 +123,7 @@ def _pod(template, ns: str | None, path: str = "", problems: list | None = None)
         _object(t.get("metadata"), f"{path}.metadata", problems)
     t = _map(template)
     meta = dict(_map(t.get("metadata")))
-    if ns and "namespace" not in meta:
+    if ns:  # the controller makes its pods in the workload's namespace, whatever the template says
         meta["namespace"] = ns
     return {"kind": "Pod", "metadata": meta, "spec": _map(t.get("spec"))}
 
@@ -159,36 +160,56 @@ def _jobset(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Templ
 
 
 def _lws(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    """`replicas` groups of `size` pods; each group is its own gang (LWS makes one PodGroup per group), so a set's minimum is one group's."""
     replicas = _count(spec.get("replicas"), 1, "spec.replicas", problems)
     lwt = _object(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate", problems)
     size = _count(lwt.get("size"), 1, "spec.leaderWorkerTemplate.size", problems)
     worker = ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")
+    groups = 1 if replicas else 0  # the pods that must start together: one group's
     if "leaderTemplate" in lwt and lwt.get("leaderTemplate") is not None:
-        leader = Template("leader", replicas if size else 0, None, _pod(lwt.get("leaderTemplate"), ns, "spec.leaderWorkerTemplate.leaderTemplate", problems), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
-        workers = Template("worker", replicas * max(0, size - 1), None, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)
+        leader = Template("leader", replicas if size else 0, groups if size else 0, _pod(lwt.get("leaderTemplate"), ns, "spec.leaderWorkerTemplate.leaderTemplate", problems), ("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"))
+        workers = Template("worker", replicas * max(0, size - 1), groups * max(0, size - 1), _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)
         return [leader, workers], False
     # No leader template: the leader runs the worker template too.
-    return [Template("worker", replicas * size, None, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)], False
+    return [Template("worker", replicas * size, groups * size, _pod(lwt.get("workerTemplate"), ns, "spec.leaderWorkerTemplate.workerTemplate", problems), worker)], False
 
 
 def _pytorchjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+    """A set per replica type; an elastic job (`elasticPolicy.minReplicas`) starts with that many workers, as KAI and Kueue gang it."""
+    elastic = _object(spec.get("elasticPolicy"), "spec.elasticPolicy", problems)
+    least = elastic.get("minReplicas")
+    least = _count(least, 0, "spec.elasticPolicy.minReplicas", problems) if least is not None else None
     out = []
     for role, rs in _object(spec.get("pytorchReplicaSpecs"), "spec.pytorchReplicaSpecs", problems).items():
         rs = _object(rs, f"spec.pytorchReplicaSpecs.{role}", problems)
         n = _count(rs.get("replicas"), 1, f"spec.pytorchReplicaSpecs.{role}.replicas", problems)
-        out.append(Template(str(role), n, None, _pod(rs.get("template"), ns, f"spec.pytorchReplicaSpecs.{role}.template", problems), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
+        minimum = min(least, n) if least is not None and role == "Worker" else None
+        out.append(Template(str(role), n, minimum, _pod(rs.get("template"), ns, f"spec.pytorchReplicaSpecs.{role}.template", problems), ("spec", "pytorchReplicaSpecs", str(role), "template", "spec")))
     return out, _map(spec.get("runPolicy")).get("suspend") is True
 
 
-def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
+def _trainjob(obj: Mapping, spec: Mapping, ns, problems: list, snapshot=None) -> tuple[list[Template], bool]:
+    """A TrainJob's pods: its runtime's replicated jobs when the state holds the runtime, else its nodes' resources alone."""
     trainer = _object(spec.get("trainer"), "spec.trainer", problems)
-    nodes = _count(trainer.get("numNodes"), 1, "spec.trainer.numNodes", problems)
+    nodes = trainer.get("numNodes")
+    nodes = _count(nodes, 1, "spec.trainer.numNodes", problems) if nodes is not None else None
     resources = trainer.get("resourcesPerNode")
     _object(resources, "spec.trainer.resourcesPerNode", problems)
+    suspended = spec.get("suspend") is True
+    runtime, what = find_runtime(spec, ns, snapshot)
+    if runtime is not None:
+        out = []
+        for name, pods, minimum, tpl, is_trainer in runtime_jobs(runtime, nodes):
+            pod = _pod(tpl, ns)
+            if is_trainer:
+                pod["spec"] = with_node_resources(pod["spec"], resources)
+            where = f"{what} replicatedJob {name}" + (" with spec.trainer.resourcesPerNode" if is_trainer and type(resources) is dict else "")
+            out.append(Template(name, pods, minimum, pod, None, where))
+        return out, suspended
     # The pod template lives in the runtime (not in the object): the node's resources are all it says.
     pod = {"kind": "Pod", "metadata": {"namespace": ns} if ns else {},
            "spec": {"containers": [{"name": "node", "resources": resources}] if type(resources) is dict else []}}
-    return [Template("node", nodes, None, pod, None)], spec.get("suspend") is True
+    return [Template("node", 1 if nodes is None else nodes, None, pod, None)], suspended
 
 
 def _ray_groups(cspec: Mapping, prefix: tuple[str, ...], ns, problems: list) -> list[Template]:
@@ -214,13 +235,37 @@ def _raycluster(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
     return _ray_groups(spec, ("spec",), ns, problems), spec.get("suspend") is True
 
 
+# KubeRay's submitter: K8sJobMode (the default) runs `ray job submit` in a Job of one pod (KubeRay's default one
+# asks 500m CPU and 200Mi, limited to 1 CPU and 1Gi, no GPU); HTTPMode submits from the operator, InteractiveMode
+# waits for the user, SidecarMode runs it as a container of the head pod: no pod of their own.
+SUBMITTER_MODES = {"K8sJobMode": True, "HTTPMode": False, "InteractiveMode": False, "SidecarMode": False}
+DEFAULT_SUBMITTER = {"containers": [{"name": "ray-job-submitter", "resources": {
+    "requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}
+
+
+def _submitter(spec: Mapping, ns, problems: list) -> list[Template]:
+    """The RayJob's submitter pod, started once its cluster is ready (so no part of the gang's minimum)."""
+    mode = spec.get("submissionMode")
+    mode = "K8sJobMode" if mode is None else mode
+    if type(mode) is not str or mode not in SUBMITTER_MODES:
+        problems.append(Problem(UNKNOWN_VALUE, f"spec.submissionMode: {mode!r} is not one of {', '.join(SUBMITTER_MODES)}; its submitter pod is counted"))
+    elif not SUBMITTER_MODES[mode]:
+        return []
+    tpl = spec.get("submitterPodTemplate")
+    if tpl is not None:
+        return [Template("submitter", 1, 0, _pod(tpl, ns, "spec.submitterPodTemplate", problems), ("spec", "submitterPodTemplate", "spec"))]
+    pod = {"kind": "Pod", "metadata": {"namespace": ns} if ns else {}, "spec": DEFAULT_SUBMITTER}
+    return [Template("submitter", 1, 0, pod, None, "spec.submissionMode")]
+
+
 def _rayjob(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
     cspec = spec.get("rayClusterSpec")
     if cspec is not None and type(cspec) is not dict:
         problems.append(Problem(BAD_OBJECT, f"spec.rayClusterSpec: expected an object, got {type(cspec).__name__}"))
+    submitter = _submitter(spec, ns, problems)
     if type(cspec) is not dict:  # a RayJob on an existing cluster (clusterSelector) runs only its submitter
-        return [], spec.get("suspend") is True
-    return _ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), spec.get("suspend") is True
+        return submitter, spec.get("suspend") is True
+    return [*_ray_groups(cspec, ("spec", "rayClusterSpec"), ns, problems), *submitter], spec.get("suspend") is True
 
 
 def _rayservice(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
@@ -237,25 +282,29 @@ def _replicas(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Tem
 
 
 _READERS = {
-    "job": _job, "jobset": _jobset, "lws": _lws, "pytorchjob": _pytorchjob, "trainjob": _trainjob,
+    "job": _job, "jobset": _jobset, "lws": _lws, "pytorchjob": _pytorchjob,
     "raycluster": _raycluster, "rayjob": _rayjob, "rayservice": _rayservice, "replicas": _replicas,
 }
 
 
-def read_workload(obj: Mapping, reader: str, snapshot=None) -> Read:
+def read_workload(obj: Mapping, reader: str, snapshot=None, namespace: str | None = None) -> Read:
     """A workload object's templates; bad counts become problems (and the controller's default), never exceptions.
 
     `snapshot` sizes the kinds whose pods take a node's GPUs (a KAITO Workspace); None: not known.
+    `namespace` is the namespace the object is judged in (the request's); its pods' claims are looked up there.
     """
     meta = _map(obj.get("metadata"))
     problems: list[Problem] = []
-    ns = meta.get("namespace") if type(meta.get("namespace")) is str else None
+    ns = namespace or (meta.get("namespace") if type(meta.get("namespace")) is str else None)
     if reader == "workspace":  # no `spec`: resource / inference / tuning at the top
         sets = read_workspace(obj, ns, snapshot, problems)
         templates = [Template(s.name, s.count, None, s.pod, s.spec_path, s.where) for s in sets]
         return Read(tuple(templates), False, None, tuple(problems))
     spec = _object(obj.get("spec"), "spec", problems)
-    templates, suspended = _READERS[reader](obj, spec, ns, problems)
+    if reader == "trainjob":  # its pods are its runtime's, found in the state
+        templates, suspended = _trainjob(obj, spec, ns, problems, snapshot)
+    else:
+        templates, suspended = _READERS[reader](obj, spec, ns, problems)
     annotations = _map(meta.get("annotations"))
     exclusive = annotations.get(JOBSET_EXCLUSIVE) if reader == "jobset" else annotations.get(LWS_EXCLUSIVE) if reader == "lws" else None
     if reader == "jobset" and not exclusive:  # the annotation may sit on one replicated job's Job template

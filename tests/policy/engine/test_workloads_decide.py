@@ -289,3 +289,15 @@ def test_a_suspended_or_dry_run_workload_holds_nothing():
     req = wrap_manifest(d, user="alice", groups=["dev"], operation="CREATE")["request"]
     req["dryRun"] = True
     assert engine.decide(req, snap, 0.0).allowed and snap.reservations.holds == {}
+
+
+def test_a_generated_name_does_not_change_the_gang_decision(engine):
+    named = copy.deepcopy(OBJECTS["JobSet"])
+    named["spec"]["suspend"] = False  # 4 workers x 8 GPUs: no rack holds 32 free GPUs
+    generated = copy.deepcopy(named)
+    del generated["metadata"]["name"]
+    generated["metadata"]["generateName"] = "llama-pretrain-"
+    want = decide(engine, named, namespace="team-a")
+    got = decide(engine, generated, namespace="team-a")
+    assert "GangUnplaceable" in codes(want)
+    assert codes(got) == codes(want)

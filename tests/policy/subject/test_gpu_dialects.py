@@ -58,7 +58,12 @@ CASES = [
          nodes=(node("l4", "NVIDIA-L4", str(L4_MIB), "4"),)),
     Case("hami mem, device unknown: whole", hami(**{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"}), 1000, None, 4096 * MI),
     Case("hami largest share wins", hami(**{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20", "nvidia.com/gpumem-percentage": "40"}), 400, 400),
-    Case("hami two vgpus", hami(**{"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50", "nvidia.com/gpumem": "1000"}), 1000, 500, 2000 * MI),
+    Case("hami two vgpus", hami(**{"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50", "nvidia.com/gpumem": "1000"}), 1000, 500, 2000 * MI,
+         want_problems=["GpuShareLowerBound"]),  # no node: the memory share is not known, the cores' is a lower bound
+    Case("hami cores and mem, device unknown: cores as a lower bound", hami(**{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20", "nvidia.com/gpumem": "40000"}),
+         200, 200, 40000 * MI, want_problems=["GpuShareLowerBound"]),
+    Case("hami cores and mem, device known: the larger share", hami(**{"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20", "nvidia.com/gpumem": "11517"}),
+         500, 500, 11517 * MI, nodes=(node("l4", "NVIDIA-L4", str(L4_MIB)),)),
     Case("hami without gpu count", hami(**{"nvidia.com/gpucores": "10"}), 100, 100),
     Case("kai fraction", pod(annotations={"gpu-fraction": "0.25"}), 250, 250),
     Case("kai fraction num devices", pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}), 1000, 500),
@@ -81,3 +86,9 @@ def test_gpu_demand_per_dialect(case):
     assert (got.gpus, got.fraction, got.gpu_memory, got.gpu_product) == (
         case.want_gpus, case.want_fraction, case.want_memory, case.want_product)
     assert [p.code for p in problems] == case.want_problems
+
+
+def test_a_lower_bound_share_warns_and_does_not_deny():
+    from policy.engine import WARN_PROBLEMS
+
+    assert "GpuShareLowerBound" in WARN_PROBLEMS

@@ -179,3 +179,32 @@ def test_a_deny_message_template_prints_bytes_in_binary_units(tmp_path, capsys):
     assert main(["eval", "--policy", str(tmp_path / "s.policy"), str(tmp_path / "pod.yaml")]) == 3
     message = json.loads(capsys.readouterr().out)["response"]["status"]["message"]
     assert "p: 7.2Gi is too little" in message
+
+
+def _claiming_pod() -> dict:
+    p = pod("x", None, spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "eight"}]})
+    del p["metadata"]["namespace"]
+    return p
+
+
+def test_namespace_judges_a_manifest_naming_none_there(files, capsys):
+    root, write = files
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "eight", "namespace": "solo"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}]}}}}
+    cluster = write("cluster.yaml", {"apiVersion": "v1", "kind": "List", "items": [template]})
+    req = write("pod.yaml", _claiming_pod())
+    # in solo its claim template asks 8 GPUs: over the 4 of quota solo
+    assert main(["eval", "--policy", str(root / "p"), "--cluster", cluster, "--namespace", "solo", "--explain", req]) == 3
+    assert "8 requested > 4 nominal" in capsys.readouterr().out
+    main(["eval", "--policy", str(root / "p"), "--cluster", cluster, req])  # in default there is no such template
+    assert "ResourceClaimTemplate 'eight' is not in the cluster state" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("doc", [
+    pytest.param(lambda: pod("x", "other", gpus=1), id="manifest naming another namespace"),
+    pytest.param(lambda: wrap_manifest(pod("x", "solo", gpus=1), user="bob", groups=[], operation="CREATE"), id="admission review"),
+])
+def test_namespace_against_the_documents_own_is_a_usage_error(files, capsys, doc):
+    root, write = files
+    assert main(["eval", "--policy", str(root / "p"), "--namespace", "solo", write("req.json", doc(), as_json=True)]) == 2
+    assert "--namespace" in capsys.readouterr().err

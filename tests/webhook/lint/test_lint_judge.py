@@ -187,3 +187,84 @@ def test_the_default_priority_of_two_pod_templates_is_one_note(tmp_path):
     notes = _notes(tmp_path, text, "priority batch 100 default\n")
     assert len(notes) == 1, [str(n) for n in notes]
     assert notes[0].message.count("priorityClassName") == 2 and notes[0].line == 1
+
+
+CLAIMING_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: dra-train
+  namespace: team
+spec:
+  template:
+    spec:
+      nodeSelector:
+        nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3
+      resourceClaims:
+      - name: gpus
+        resourceClaimTemplateName: six-gpus
+      containers:
+      - name: main
+        image: registry.example/train:1
+        resources:
+          claims:
+          - name: gpus
+"""
+SIX_GPUS = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: six-gpus
+  namespace: team
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.nvidia.com
+          count: 6
+"""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_file_carrying_its_own_claim_template_is_judged_with_it(tmp_path, jobs):
+    policy = load_policy([write_policy(tmp_path)])
+    linter = Linter(policy, snapshot=None, user="kubernetes-admin", groups=("system:masters",), now=0.0)
+    (tmp_path / "a.yaml").write_text(CLAIMING_JOB)  # the template comes in another file, after it
+    (tmp_path / "b.yaml").write_text(SIX_GPUS)
+    report = lint([str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")], linter, jobs=jobs)
+    codes = {f.code for f in report.findings}
+    assert "MissingResourceClaim" not in codes
+    assert "RuleDenied" in codes or any("more than 4 GPUs" in f.message for f in report.findings)  # its 6 GPUs are counted
+
+
+GANG_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: member-0
+  namespace: team
+  labels:
+    scheduling.x-k8s.io/pod-group: trainers
+spec:
+  containers:
+  - name: main
+    image: registry.example/train:1
+    resources:
+      limits:
+        nvidia.com/gpu: "1"
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: trainers
+  namespace: team
+spec:
+  minMember: 2
+"""
+
+
+def test_a_file_carrying_its_pods_group_is_judged_with_it(tmp_path):
+    report, _ = run(tmp_path, GANG_POD)
+    assert "MissingGroup" not in {f.code for f in report.findings}

@@ -80,7 +80,8 @@ def js_pod(jobset_name: str = "a", i: int = 0, gpus: int = 8, ns: str = "train")
 
 
 RESOURCES = {"Pod": ("", "v1", "pods"), "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-             "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs")}
+             "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+             "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")}
 
 
 def review(obj: dict, operation: str = "CREATE", old: dict | None = None, dry_run: bool = False) -> dict:
@@ -291,3 +292,19 @@ def test_a_reload_keeps_the_domain_and_its_pods_still_join_it():
     assert KEY in new.state_for(snap).planner().workloads
     assert admit(new, snap, jobset(), 4.0, "DELETE").allowed
     assert _held(new, snap) == {}
+
+
+def lws(name: str = "l", replicas: int = 2, gpus: int = 8) -> dict:
+    """A LeaderWorkerSet of `replicas` groups of a leader and a worker, `gpus` H100s each."""
+    tpl = {"spec": _gpu_spec(gpus) | {"restartPolicy": "Always"}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": "train", "uid": "lws-uid-1"},
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": tpl, "workerTemplate": tpl}}}
+
+
+@pytest.mark.parametrize("replicas, want_held", [(1, {"wl:train/LeaderWorkerSet/l": 2}), (3, {})])
+def test_a_leaderworkerset_of_several_groups_holds_no_one_domain_for_them_all(replicas, want_held):
+    eng, snap = engine(WORKLOAD_GANG + QUOTAS), cluster(*NODES)
+    d = admit(eng, snap, lws(replicas=replicas), 0.0)
+    assert d.allowed and d.placement is not None, d.reasons  # each group (16 GPUs) fits a rack
+    assert _held(eng, snap) == want_held
