@@ -254,6 +254,8 @@ def read_workload(obj: Mapping, reader: str, snapshot=None) -> Read:
         sets = read_workspace(obj, ns, snapshot, problems)
         templates = [Template(s.name, s.count, None, s.pod, s.spec_path, s.where) for s in sets]
         return Read(tuple(templates), False, None, tuple(problems))
+    if reader == "inferenceset":  # Workspaces of a template: sized from the cluster's nodes, as a Workspace is
+        return Read(tuple(read_inference_set(obj, ns, snapshot, problems)), False, None, tuple(problems))
     spec = _object(obj.get("spec"), "spec", problems)
     templates, suspended = _READERS[reader](obj, spec, ns, problems)
     annotations = _map(meta.get("annotations"))
@@ -265,3 +267,17 @@ def read_workload(obj: Mapping, reader: str, snapshot=None) -> Read:
                 exclusive = found[JOBSET_EXCLUSIVE]
                 break
     return Read(tuple(templates), suspended, exclusive if type(exclusive) is str and exclusive else None, tuple(problems))
+
+
+# Kinds of issue 28, read in their own modules (they use this module's helpers, so they load last) and registered
+# here: one table of kinds, readers and resources for normalization, `allot compile` and the watch.
+from . import workloads_batch, workloads_kubeflow, workloads_serving  # noqa: E402
+from .workloads_serving import read_inference_set  # noqa: E402
+
+for _family in (workloads_batch, workloads_kubeflow, workloads_serving):
+    KINDS.update(_family.KINDS)
+    _READERS.update(_family.READERS)
+    RESOURCES.update(_family.RESOURCES)
+WORKLOAD_KIND_NAMES = frozenset(kind for _, kind in KINDS)
+# Readers whose objects are one gang whatever their kind's name (Volcano's `Job` is not batch/v1's).
+GANG_READERS = workloads_batch.GANG_READERS | workloads_kubeflow.GANG_READERS | workloads_serving.GANG_READERS
