@@ -14,12 +14,12 @@ Field names as in volcano-sh/volcano pkg/apis/batch/v1alpha1 and project-codefla
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from policy.subject.model import Problem
 
 from .common import BAD_OBJECT
-from .unread import accelerator_like
+from .unread import RUNS_NOTHING, UNREAD, accelerator_like
 from .workloads import Template, _count, _job_pods, _list, _map, _object, _pod
 from .workloads_kubeflow import share_minimum
 
@@ -102,7 +102,10 @@ def _at(obj, path: str):
 
 
 def _appwrapper(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
-    from .workloads import KINDS, _READERS  # the component's own reader (registered after this module loads)
+    from .workloads import (  # the component's own reader (registered after this module loads)
+        _READERS,
+        KINDS,
+    )
 
     out: list[Template] = []
     for i, comp in enumerate(_list(spec.get("components"), "spec.components", problems)):
@@ -126,9 +129,9 @@ def _appwrapper(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
         group = api.split("/", 1)[0] if type(api) is str and "/" in api else ""
         reader = KINDS.get((group, kind)) if type(kind) is str else None
         if reader is None or reader in ("appwrapper", "workspace", "inferenceset"):
-            if inner:
-                problems.append(Problem(BAD_OBJECT, f"{at}: a {kind or 'component'} without podSets, of a kind Allot does not read; "
-                                                    "its pods are not counted (give podSets[].path)"))
+            if inner and kind not in RUNS_NOTHING:  # a Service or ConfigMap beside the workload runs nothing
+                problems.append(Problem(UNREAD, f"{at}: a {kind or 'component'} without podSets, of a kind Allot does not read "
+                                                "here; its pods are not counted (give podSets[].path)"))
             continue
         ins = _object(inner.get("spec"), f"{at}.template.spec", problems)
         inner_problems: list = []

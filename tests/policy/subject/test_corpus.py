@@ -51,7 +51,6 @@ def _read(obj: dict, rest: list[dict], namespace: str | None):
     return normalize(build_request(obj, user="alice", groups=("dev",), operation="CREATE"), snapshot)
 
 
-@pytest.mark.xfail(reason="the corpus is being filled (issue 28 item 4)", strict=False)
 def test_corpus_is_large_and_each_kind_appears_twice():
     kinds: dict[str, int] = {}
     for path in CASES:
