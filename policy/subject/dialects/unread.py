@@ -9,7 +9,7 @@ GPU dialect reads: `UncountedAccelerator`).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from policy.subject.model import Problem
 

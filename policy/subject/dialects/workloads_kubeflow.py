@@ -11,7 +11,7 @@ kubeflow/training-operator pkg/apis/kubeflow.org/v1 and kubeflow/mpi-operator v2
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from policy.subject.model import Problem
 

@@ -18,7 +18,7 @@ Field names as in kserve/kserve pkg/apis/serving and kaito-project/kaito api/v1b
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from policy.subject.model import Problem
 
