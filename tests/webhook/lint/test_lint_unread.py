@@ -16,7 +16,7 @@ WIDGET = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespac
 
 
 def test_an_unread_gpu_object_is_a_warning_not_a_skip(tmp_path):
-    report, path = run(tmp_path, SPARK + "---\n" + WIDGET)
+    report, _ = run(tmp_path, SPARK + "---\n" + WIDGET)
     unread = [f for f in report.findings if f.code == "UnreadWorkload"]
     assert len(unread) == 1 and unread[0].severity == "warning" and "spec.executor[gpu]" in unread[0].message
     assert unread[0].object == "SparkApplication team/etl"
