@@ -20,11 +20,11 @@ from policy.subject.model import Problem
 
 from .common import BAD_OBJECT
 from .unread import RUNS_NOTHING, UNREAD, accelerator_like
-from .workloads import Template, _count, _job_pods, _list, _map, _object, _pod
+from .workload_parts import Template, _count, _job_pods, _list, _map, _object, _pod
 from .workloads_kubeflow import share_minimum
 
 OVERLAPPING = "OverlappingRuns"
-APPWRAPPER_DEPTH = 1  # an AppWrapper inside an AppWrapper is not read (Kueue refuses it too)
+REGISTRY: dict = {}  # kinds -> reader names and reader names -> readers, filled by workloads.py (the one table)
 
 
 def _asks_accelerator(pod: Mapping) -> bool:
@@ -102,10 +102,7 @@ def _at(obj, path: str):
 
 
 def _appwrapper(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
-    from .workloads import (  # the component's own reader (registered after this module loads)
-        _READERS,
-        KINDS,
-    )
+    kinds, readers = REGISTRY["kinds"], REGISTRY["readers"]
 
     out: list[Template] = []
     for i, comp in enumerate(_list(spec.get("components"), "spec.components", problems)):
@@ -127,7 +124,7 @@ def _appwrapper(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
             continue
         api, kind = inner.get("apiVersion"), inner.get("kind")
         group = api.split("/", 1)[0] if type(api) is str and "/" in api else ""
-        reader = KINDS.get((group, kind)) if type(kind) is str else None
+        reader = kinds.get((group, kind)) if type(kind) is str else None
         if reader is None or reader in ("appwrapper", "workspace", "inferenceset"):
             if inner and kind not in RUNS_NOTHING:  # a Service or ConfigMap beside the workload runs nothing
                 problems.append(Problem(UNREAD, f"{at}: a {kind or 'component'} without podSets, of a kind Allot does not read "
@@ -135,7 +132,7 @@ def _appwrapper(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
             continue
         ins = _object(inner.get("spec"), f"{at}.template.spec", problems)
         inner_problems: list = []
-        sets, _ = _READERS[reader](inner, ins, ns, inner_problems)
+        sets, _ = readers[reader](inner, ins, ns, inner_problems)
         problems.extend(Problem(p.code, f"{at}.template: {p.message}") for p in inner_problems)
         prefix = ("spec", "components", str(i), "template")
         out.extend(Template(f"{i}-{t.name}", t.count, t.minimum, t.pod, (*prefix, *t.spec_path) if t.spec_path else None, t.where)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from policy.subject.model import Problem
 
 from .common import MALFORMED
-from .workloads import Template, _count, _object, _pod
+from .workload_parts import Template, _count, _object, _pod
 
 # kind -> the replica-specs field of its spec
 REPLICA_SPECS = {

@@ -24,7 +24,7 @@ from policy.subject.model import Problem
 
 from .common import BAD_OBJECT
 from .kaito import read_workspace
-from .workloads import Template, _count, _object, _pod
+from .workload_parts import Template, _count, _object, _pod
 
 COMPONENTS = ("predictor", "transformer", "explainer")
 # Model-format fields of a component: each is a container (`resources` directly on it).
