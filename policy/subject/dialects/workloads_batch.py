@@ -123,8 +123,9 @@ def _appwrapper(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[T
                                     ("spec", "components", str(i), *keys, "spec")))
             continue
         api, kind = inner.get("apiVersion"), inner.get("kind")
+        kind = kind if type(kind) is str else None
         group = api.split("/", 1)[0] if type(api) is str and "/" in api else ""
-        reader = kinds.get((group, kind)) if type(kind) is str else None
+        reader = kinds.get((group, kind)) if kind else None
         if reader is None or reader in ("appwrapper", "workspace", "inferenceset"):
             if inner and kind not in RUNS_NOTHING:  # a Service or ConfigMap beside the workload runs nothing
                 problems.append(Problem(UNREAD, f"{at}: a {kind or 'component'} without podSets, of a kind Allot does not read "
