@@ -3,13 +3,16 @@
 Each kind is read into `Template`s: a named pod set of `count` pods (replicas × pods per
 replica), its own minimum, the pod template (or, for a TrainJob, the per-node resources)
 and the path of the template's pod spec inside the object (for patches). Counts are read
-exactly as the controllers default them (docs/dialects.md has a table per kind).
+exactly as the controllers default them (docs/workloads.md has a section per kind). The
+kinds of issue 28 (CronJob, Volcano, Kubeflow MPI/TF/Paddle/XGBoost/JAX, KServe, KAITO
+InferenceSet, AppWrapper) are read in workloads_batch/_kubeflow/_serving.py and registered
+at the end of this module, the one table of kinds, readers and resources.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
 from dataclasses import dataclass
+from typing import Mapping
 
 from policy.subject.model import Problem
 
