@@ -69,8 +69,8 @@ _STANDARD = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 def _uncounted(key: str, path: str) -> Problem:
-    return Problem(UNCOUNTED, f"{path}: {key} looks like an accelerator, but no GPU dialect Allot reads counts it: "
-                              "not counted (docs/workloads.md)")
+    return Problem(UNCOUNTED, f"{path}: not counted, {key} looks like an accelerator no GPU dialect Allot reads counts "
+                              "(docs/workloads.md)")
 
 
 def _differ(a, b) -> bool:

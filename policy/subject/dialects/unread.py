@@ -92,5 +92,6 @@ def unread_problem(obj: Mapping, kind: str) -> Problem | None:
         found.append(f"a pod template at {template}")
     if resource is not None:
         found.append(f"an accelerator at {resource}")
-    return Problem(UNREAD, f"{kind or 'object'} ({api}) is a kind Allot does not read, yet holds {' and '.join(found)}: "
-                           "its pods and GPUs are not counted (docs/workloads.md)")
+    # Said first what and where: an admission warning keeps 120 characters.
+    return Problem(UNREAD, f"{kind or 'object'} not read, GPUs not counted: holds {' and '.join(found)} "
+                           f"({api} is a kind Allot does not read; docs/workloads.md)")

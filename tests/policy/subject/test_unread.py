@@ -72,7 +72,7 @@ def decide(text, obj):
 
 def test_an_unread_object_warns_by_default_and_is_denied_by_a_rule_on_unread():
     warned = decide(POLICY, crd())
-    assert warned.allowed and any("UnreadWorkload" in w or "does not read" in w for w in warned.warnings), warned.warnings
+    assert warned.allowed and any("Notebook not read, GPUs not counted: holds a pod template at spec.template" in w for w in warned.warnings), warned.warnings
     denied = decide(DENY, crd())
     assert not denied.allowed and [r.block for r in denied.denials] == ["rule deny-unread"]
     assert decide(DENY, crd("Widget", "example.com/v1", {"size": 3})).allowed  # nothing of a pod: not unread
