@@ -65,6 +65,8 @@ SUBJECT_FIELDS: dict[str, Type] = {
     "gpu_memory_requested": Type.BYTES,
     "memory_share": Type.BOOL,
     "gpu_limit_mismatches": Type.INT,
+    # An object of a kind Allot does not read that holds a pod template or asks an accelerator (docs/kinds.md):
+    "unread": Type.BOOL,
 }
 
 Mode = Literal["enforce", "warn", "audit"]

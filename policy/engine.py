@@ -32,7 +32,11 @@ WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
 # HAMi clamps gpucores above 100 to 100 and places the pod: Allot counts it so and only warns. A scale of a
 # workload the cluster state does not hold cannot be judged: said as a warning, not denied.
 # Nor a KAITO Workspace whose instance type no node reports yet (KAITO provisions it; its pods are judged).
-WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores", "WorkloadNotInClusterState", "UnknownInstanceType", "GpuShareLowerBound"})
+# An object of a kind Allot does not read, an accelerator no dialect counts, a CronJob whose runs may overlap: said,
+# not denied (a policy denies unread objects with a rule on `unread`: docs/kinds.md).
+WARN_PROBLEMS = frozenset({"MissingGroup", "ClampedGpuCores", "WorkloadNotInClusterState", "UnknownInstanceType",
+                           "GpuShareLowerBound",
+                           "UnreadWorkload", "UncountedAccelerator", "OverlappingRuns"})
 _SETATTR = object.__setattr__
 
 

@@ -14,6 +14,7 @@ import re
 
 from lang import ir
 from policy.manifests.scope import NamespaceScope
+from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
 
 USERNAME = "request.userInfo.username"
 GROUPS = "request.userInfo.groups"
@@ -229,6 +230,13 @@ def _templates_gpu_cel(o: str) -> str:
     for kinds, expr in by_kind.items():
         test = " || ".join(f"{o}.kind == {cel_string(k)}" for k in kinds.split())
         parts.append(f"(({test}) && {expr})")
+    # The kinds of issue 28 (CronJob, Volcano, Kubeflow, KServe, KAITO InferenceSet, AppWrapper) are sent whole: their
+    # templates sit at many paths (a model-format field, an AppWrapper's podSets path) and a condition that missed one
+    # would hide a GPU workload from Allot. A Volcano Job is a `Job` with `spec.tasks`.
+    covered = {k for kinds in by_kind for k in kinds.split()}
+    sent = sorted({k.split(".", 1)[0] for k in WORKLOAD_RESOURCES} - covered)
+    parts.append("(" + " || ".join(f"{o}.kind == {cel_string(k)}" for k in sent) + ")")
+    parts.append(f"({o}.kind == \"Job\" && has({o}.spec) && has({o}.spec.tasks))")
     return f"(has({o}.kind) && ({' || '.join(parts)}))"
 
 

@@ -12,7 +12,8 @@ from lang import ir
 from policy.manifests import cel
 from policy.manifests import match
 from policy.manifests.scope import NamespaceScope, kind_pin, needs_gpu, scope_of, union_scopes
-from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
+from policy.admission import plural
+from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES, WORKLOAD_KIND_NAMES
 from policy.subject.workloads import HELD_KINDS, SCALABLE
 
 API = "admissionregistration.k8s.io/v1"
@@ -273,6 +274,40 @@ def _metadata(name: str, target: Target) -> dict:
     return meta
 
 
+# Kinds Allot reads (or that are its gang objects): a rule pinned to any other kind names a resource to intercept.
+_READ_KINDS = POD_KINDS | WORKLOAD_KIND_NAMES | {"PodGroup", "Workload", "CompositePodGroup"}
+
+
+def named_kinds(ps: ir.PolicySet) -> dict[str, bool]:
+    """Kinds Allot does not read that a denying rule names (`for kind == "SparkApplication" …`) -> whether one such rule enforces."""
+    out: dict[str, bool] = {}
+    for r in ps.rules:
+        if not any(isinstance(a, ir.Deny) for a in r.actions):
+            continue
+        for kind in kind_pin(r.selector, r.when) or ():
+            if kind not in _READ_KINDS:
+                out[kind] = out.get(kind, False) or r.mode == "enforce"
+    return out
+
+
+def _named_entry(ps: ir.PolicySet, target: Target) -> dict | None:
+    """Objects of the kinds a rule names that Allot does not read (docs/kinds.md, *Unread kinds*): every write of them.
+
+    The resource is the kind's plural in any API group: a policy names a kind, not its group.
+    A `*/*` rule is never written (it would send Secrets, Leases and Events through Allot).
+    """
+    named = named_kinds(ps)
+    if not named:
+        return None
+    rules = [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+              "resources": sorted(plural(k) for k in named), "scope": "*"}]
+    pinned = [r for r in ps.rules if any(k in named for k in kind_pin(r.selector, r.when) or ())]
+    scope = union_scopes(scope_of(r.selector, r.when) for r in pinned)
+    conditions = [{"name": "policy-namespaces", "expression": cel.namespace_cel(scope)}] if scope is not None and not scope.exact else []
+    return _entry("named.validate.allot.io", "/validate", target, rules, conditions, enforce=any(named.values()),
+                  timeout=POD_TIMEOUT, scope=scope)
+
+
 def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
     """The ValidatingWebhookConfiguration: GPU pods, gang group objects, GPU workloads (and their DELETEs), agent requests."""
     entries = [
@@ -280,6 +315,7 @@ def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dic
         _group_entry(ps, target),
         _workload_entry("workloads.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), WORKLOAD_KINDS), mutating=False),
         _release_entry(ps, target),
+        _named_entry(ps, target),
         _agent_entry(ps, target),
     ]
     return {"apiVersion": API, "kind": "ValidatingWebhookConfiguration", "metadata": _metadata(VALIDATING_NAME, target),

@@ -10,6 +10,7 @@ from policy.subject.dialects import shape
 from policy.subject.dialects.common import EMPTY, MALFORMED, Bad, quantity, whole_count
 from policy.subject.dialects.gpu_whole import MIG_PREFIX, WHOLE, read_mig
 from policy.subject.dialects.product import read_product
+from policy.subject.dialects.unread import UNCOUNTED, accelerator_like
 from policy.subject.model import PodSet, Problem, make_podset
 
 _PREFIXES = ("nvidia.com/", "amd.com/")
@@ -56,6 +57,8 @@ def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
             acc[4] = hami.percent(value, path)
         elif key == hami.GPUMEM:
             acc[5] = hami.mebibytes(value, path)
+        elif accelerator_like(key):  # `nvidia.com/gpu.shared` (a renamed time-sliced GPU), `amd.com/vgpu`, ...
+            problems.append(_uncounted(key, path))
     except Bad as bad:
         problems.append(Problem(bad.code, str(bad)))
     except ValueError as exc:  # QuantityError from a malformed value
@@ -63,6 +66,11 @@ def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
 
 
 _STANDARD = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _uncounted(key: str, path: str) -> Problem:
+    return Problem(UNCOUNTED, f"{path}: not counted, {key} looks like an accelerator no GPU dialect Allot reads counts "
+                              "(docs/kinds.md)")
 
 
 def _differ(a, b) -> bool:
@@ -116,6 +124,8 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
                 found[key] = "limits"
         elif not shape.valid_resource_name(key):
             problems.append(shape.bad_resource_name(key, f"spec.{where}[{index}].resources.limits[{key}]"))
+        elif accelerator_like(key):
+            problems.append(_uncounted(key, f"spec.{where}[{index}].resources.limits[{key}]"))
     for key in requests:
         if key in _STANDARD:
             continue
@@ -129,6 +139,8 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
                 found[key] = "requests"
         elif not shape.valid_resource_name(key):
             problems.append(shape.bad_resource_name(key, f"spec.{where}[{index}].resources.requests[{key}]"))
+        elif key not in limits and accelerator_like(key):
+            problems.append(_uncounted(key, f"spec.{where}[{index}].resources.requests[{key}]"))
     if one is None:
         return None
     if found is None:

@@ -110,6 +110,9 @@ class Workload:
     gpu_memory_requested: int | None = None  # bytes per GPU pod the object itself asks (not implied by a model)
     memory_share: bool = False  # the pod's GPU share bounds its GPU memory (not a compute-only share)
     gpu_limit_mismatches: int = 0  # GPU resource entries whose request is unlimited or differs from its limit
+    # Readable by policies (`unread`): an object of a kind Allot does not read that holds a pod template or asks an
+    # accelerator (policy/subject/dialects/unread.py); its pods and GPUs are not counted.
+    unread: bool = False
 
 
 def _twin(cls):

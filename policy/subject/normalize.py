@@ -11,6 +11,7 @@ from policy.subject.dialects.gangs import KUEUE_TOTAL_ANNOTATION, GroupInfo, gro
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.shape import locate, mapping, string_map, wrong
 from policy.subject.dialects.topology import pod_topology
+from policy.subject.dialects.unread import unread_problem
 from policy.subject.model import Problem, Workload, make_workload
 from policy.subject.workloads import NOT_IN_STATE, SCALABLE, scale_subject, workload_reader, workload_subject
 
@@ -19,6 +20,7 @@ __all__ = ["normalize", "normalize_object", "pod_demand", "read_demand", "servic
 _SA_PREFIX = "system:serviceaccount:"
 _CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
 _WITH_OBJECT = frozenset({"CREATE", "UPDATE"})
+_SETATTR = object.__setattr__  # a Workload just built here, held by no one else: set in place
 _FAMILY_NAMES = {
     "coscheduling": "coscheduling PodGroup",
     "volcano": "Volcano PodGroup",
@@ -208,6 +210,13 @@ def _build(obj, kind: str, snapshot, r: tuple, problems: list) -> Workload:
         meta = mapping(obj.get("metadata"), "metadata", problems)
         labels = string_map(meta.get("labels"), "metadata.labels", problems)
         annotations = string_map(meta.get("annotations"), "metadata.annotations", problems)
+        # A kind without a reader must not pass as "no GPUs" in silence (a bad apiVersion is already denied above).
+        unread = unread_problem(obj, kind) if type(obj.get("apiVersion")) is str else None
+        if unread is not None:
+            problems.append(unread)
+            w = _bare(kind, obj, snapshot, r, problems, labels, annotations)
+            _SETATTR(w, "unread", True)
+            return w
     else:
         labels = annotations = EMPTY
     return _bare(kind, obj if type(obj) is dict else None, snapshot, r, problems, labels, annotations)
@@ -221,11 +230,11 @@ def _base(r: tuple) -> dict:
 
 
 def _bare(kind: str, obj, snapshot, r: tuple, problems: list, labels=EMPTY, annotations=EMPTY) -> Workload:
-    """A subject with no GPU reading: unknown kinds, CONNECT to pods not in the cluster state."""
+    """A subject with no GPU reading: unknown kinds (0 pods: none is known), CONNECT to pods not in the cluster state (1 pod)."""
     operation, name, ns, user, groups, sa, resource, sub, uid, dry_run, old = r
     return make_workload(  # positional, in `Workload` field order (fast path)
         kind, operation, name, ns, snapshot.namespace_labels(ns) if snapshot is not None and ns else EMPTY,
-        labels, annotations, user, groups, sa, None, None, 1, 0, 0, None, None, None, None,
+        labels, annotations, user, groups, sa, None, None, 1 if kind == "Pod" else 0, 0, 0, None, None, None, None,
         None, None, None, None, False, False, False, False,
         resource, sub, uid, dry_run, (), tuple(problems) if problems else (), obj, old,
     )

@@ -15,7 +15,7 @@ from policy.subject.demand import read_demand
 from policy.subject.dialects.common import BAD_OBJECT, EMPTY, ceil_div
 from policy.subject.dialects.security import escalations
 from policy.subject.dialects.topology import pod_topology
-from policy.subject.dialects.workloads import GANG_KINDS, RESOURCES as WORKLOAD_RESOURCES, WORKLOAD_KIND_NAMES, read_workload, workload_reader
+from policy.subject.dialects.workloads import GANG_KINDS, GANG_READERS, RESOURCES as WORKLOAD_RESOURCES, WORKLOAD_KIND_NAMES, read_workload, workload_reader
 from policy.subject.model import PodSet, Problem, Workload, make_podset, make_workload
 
 __all__ = ["HELD_KINDS", "WORKLOAD_TTL", "controlled_child", "ends_hold", "hold_key", "object_uid", "owner_hold_in", "owner_keys", "GANG_KINDS", "WORKLOAD_KIND_NAMES", "is_workload", "workload_memory", "runs_demand", "starts_whole", "workload_reader", "workload_subject"]
@@ -369,7 +369,7 @@ def workload_subject(obj: dict, reader: str, kind: str, snapshot, r: tuple, prob
         if cls is not None and type(cls.get("value")) is int:
             priority = cls["value"]
     gang = minimum = None
-    if kind in GANG_KINDS and pods:
+    if (kind in GANG_KINDS or reader in GANG_READERS) and pods:
         minimum = sum(ps.min_count if ps.min_count is not None else ps.count for ps in sets) or None
         gang = gang_name(r[1], meta, r[8]) if minimum is not None else None
     added = None

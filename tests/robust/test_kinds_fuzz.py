@@ -1,18 +1,21 @@
-"""Arbitrary JSON-shaped KAITO Workspaces and v1beta1 upstream Workloads: a decision or a located problem, never an exception."""
+"""Arbitrary JSON-shaped KAITO Workspaces, v1beta1 upstream Workloads and the kinds of issue 28: a decision or a located problem, never an exception."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from policy.admission import wrap_manifest
 from policy.cluster.errors import SnapshotError
 from policy.cluster.snapshot import ClusterSnapshot
+from policy.engine import WARN_PROBLEMS
 from policy.subject.normalize import normalize
-from tests.robust.workload_fuzz import CLUSTER, ENGINE, FUZZ
+from tests.robust.robust_objects import GARBAGE, _paths, spoiled
+from tests.robust.workload_fuzz import CLUSTER, ENGINE, FUZZ, REPO
 
 # The nested template strategy repeats its parts (to weight them): its repr is large, not its examples.
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -118,3 +121,65 @@ def test_any_v1beta1_workload_is_decided_or_located(obj):
         ClusterSnapshot.from_objects([obj])
     except SnapshotError:
         pass
+
+
+# ---- the kinds of issue 28 (docs/kinds.md): spoiled corpus objects and arbitrary specs ----------------------
+
+
+
+NEW_KINDS = {"CronJob", "MPIJob", "TFJob", "PaddleJob", "XGBoostJob", "JAXJob", "InferenceService", "LLMInferenceService",
+             "InferenceSet", "AppWrapper"}
+CORPUS = sorted((REPO / "tests/fixtures/corpus").glob("*.yaml"))
+NEW_OBJECTS = [docs[1] for docs in (list(yaml.safe_load_all(p.read_text())) for p in CORPUS)
+               if docs[1].get("kind") in NEW_KINDS or str(docs[1].get("apiVersion", "")).startswith("batch.volcano.sh/")]
+NEW_KEYS = ["spec", "tasks", "replicas", "minAvailable", "template", "containers", "resources", "limits", "nvidia.com/gpu",
+            "jobTemplate", "mpiReplicaSpecs", "tfReplicaSpecs", "paddleReplicaSpecs", "xgbReplicaSpecs", "jaxReplicaSpecs",
+            "Worker", "Launcher", "runPolicy", "schedulingPolicy", "elasticPolicy", "minReplicas", "predictor", "model",
+            "workerSpec", "pipelineParallelSize", "worker", "prefill", "parallelism", "data", "dataLocal", "scaling",
+            "components", "podSets", "path", "inference", "preset", "labelSelector", "suspend", "concurrencyPolicy"]
+
+
+# Located as LOCATED, but a key of the path may itself hold ':' (a spoiled resource name `limits[:]`).
+LOCATED_NEW = re.compile(r"^(pod set \S+ \(.*?\): )?(spec|resource|inference|tuning|metadata|status|request)\b")
+
+
+def check_new(obj: dict) -> None:
+    req = wrap_manifest(obj, user="alice", groups=["dev"], operation="CREATE")["request"]
+    w = normalize(req, CLUSTER)
+    assert w.kind == obj["kind"] and w.total_gpus >= 0 and w.pods >= 0 and all(ps.count >= 0 for ps in w.pod_sets)
+    for p in w.problems:
+        assert p.code and LOCATED_NEW.match(p.message), p  # never the backstop "a field has an unexpected type"
+    d = ENGINE.decide(req, CLUSTER, 0.0, reserve=False)
+    assert all(r.message for r in d.reasons)
+    if any(p.code not in WARN_PROBLEMS for p in w.problems):
+        assert not d.allowed  # a request Allot could not read completely is not allowed by silence
+
+
+@st.composite
+def spoiled_new_kind(draw) -> dict:
+    base = draw(st.sampled_from(NEW_OBJECTS))
+    paths = [p for p in _paths(base) if p not in (("kind",), ("apiVersion",), ("metadata",), ("metadata", "name"), ("metadata", "namespace"))]
+    return spoiled(base, draw(st.sampled_from(paths)), draw(GARBAGE))
+
+
+@st.composite
+def arbitrary_new_kind(draw) -> dict:
+    base = draw(st.sampled_from(NEW_OBJECTS))
+    return {"apiVersion": base["apiVersion"], "kind": base["kind"], "metadata": {"name": "x", "namespace": "team-a"},
+            "spec": draw(json_of(NEW_KEYS))}
+
+
+def test_the_new_kinds_are_fuzzed():
+    assert {o["kind"] for o in NEW_OBJECTS} >= NEW_KINDS | {"Job"}
+
+
+@FUZZ
+@given(spoiled_new_kind())
+def test_a_spoiled_object_of_a_new_kind_is_located_never_raised(obj):
+    check_new(obj)
+
+
+@FUZZ
+@given(arbitrary_new_kind())
+def test_any_spec_of_a_new_kind_is_decided_or_located(obj):
+    check_new(obj)

@@ -19,6 +19,7 @@ from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, needs_subject, 
 from policy.lint.patches import Authors, for_git, op_keys
 from policy.lint.scope import governed
 from policy.subject.dialects.gangs import group_family
+from policy.subject.dialects.unread import unread_problem
 from policy.subject.normalize import normalize
 from webhook.cli.eval import build_request
 from webhook.errors import UsageError
@@ -100,7 +101,8 @@ class Linter:
         obj = doc.obj
         out = Judged(doc)
         covered = self.governed.covers(obj["apiVersion"], obj["kind"])
-        if not covered and not self.governed.agents_any:
+        # A kind Allot does not read that may ask for GPUs is judged all the same: `UnreadWorkload`, never skipped in silence.
+        if not covered and not self.governed.agents_any and unread_problem(obj, obj["kind"]) is None:
             out.governed = False
             return out
         if "metadata" in obj and not isinstance(obj["metadata"], dict):

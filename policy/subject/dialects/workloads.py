@@ -3,7 +3,10 @@
 Each kind is read into `Template`s: a named pod set of `count` pods (replicas × pods per
 replica), its own minimum, the pod template (or, for a TrainJob, the per-node resources)
 and the path of the template's pod spec inside the object (for patches). Counts are read
-exactly as the controllers default them (docs/dialects.md has a table per kind).
+exactly as the controllers default them (docs/kinds.md has a section per kind). The
+kinds of issue 28 (CronJob, Volcano, Kubeflow MPI/TF/Paddle/XGBoost/JAX, KServe, KAITO
+InferenceSet, AppWrapper) are read in workloads_batch/_kubeflow/_serving.py and registered
+at the end of this module, the one table of kinds, readers and resources.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Mapping
 
 from policy.subject.model import Problem
 
-from .common import BAD_OBJECT, EMPTY, MALFORMED, UNKNOWN_VALUE
+from .common import BAD_OBJECT, UNKNOWN_VALUE
 from .kaito import read_workspace
 from .trainer import find_runtime, runtime_jobs, with_node_resources
+from .workload_parts import Template, _count, _job_pods, _list, _map, _object, _pod
 
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -56,18 +60,6 @@ RESOURCES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Template:
-    """One pod set of a workload: `count` pods from one template, `minimum` of them needed to start."""
-
-    name: str
-    count: int
-    minimum: int | None  # None: the whole set
-    pod: Mapping  # a Pod-shaped {"metadata", "spec"} built from the template
-    spec_path: tuple[str, ...] | None  # where the template's pod spec sits in the object (None: no template in the object)
-    where: str | None = None  # where a demand problem points when there is no template path (else the path, dotted)
-
-
-@dataclass(frozen=True, slots=True)
 class Read:
     """A workload object read into templates, its suspension and its exclusive-topology key."""
 
@@ -83,59 +75,6 @@ def workload_reader(api_version, kind: str) -> str | None:
         return None
     group = api_version.split("/", 1)[0] if "/" in api_version else ""
     return KINDS.get((group, kind))
-
-
-def _map(v) -> Mapping:
-    return v if type(v) is dict else EMPTY
-
-
-def _count(value, default: int, path: str, problems: list) -> int:
-    """A non-negative whole count (the controller's default when absent), else the default plus a problem."""
-    if value is None:
-        return default
-    if type(value) is int and value >= 0:
-        return value
-    problems.append(Problem(MALFORMED, f"{path}: {value!r} is not a whole number >= 0"))
-    return default
-
-
-def _list(value, path: str, problems: list) -> list:
-    """A list field; anything else is a located problem (fail closed: a set that cannot be read is not silently empty)."""
-    if value is None or type(value) is list:
-        return value or []
-    problems.append(Problem(BAD_OBJECT, f"{path}: expected a list, got {type(value).__name__}"))
-    return []
-
-
-def _object(value, path: str, problems: list) -> Mapping:
-    """An object field (None: absent); anything else is a located problem."""
-    if value is None or type(value) is dict:
-        return value or EMPTY
-    problems.append(Problem(BAD_OBJECT, f"{path}: expected an object, got {type(value).__name__}"))
-    return EMPTY
-
-
-def _pod(template, ns: str | None, path: str = "", problems: list | None = None) -> dict:
-    """A Pod-shaped object from a PodTemplateSpec, so the pod demand readers apply unchanged."""
-    if problems is not None:
-        t = _object(template, path, problems)
-        _object(t.get("spec"), f"{path}.spec", problems)
-        _object(t.get("metadata"), f"{path}.metadata", problems)
-    t = _map(template)
-    meta = dict(_map(t.get("metadata")))
-    if ns:  # the controller makes its pods in the workload's namespace, whatever the template says
-        meta["namespace"] = ns
-    return {"kind": "Pod", "metadata": meta, "spec": _map(t.get("spec"))}
-
-
-def _job_pods(jspec: Mapping, path: str, problems: list) -> int:
-    """Pods a Job runs at once: parallelism (default 1), at most the completions left (default: parallelism)."""
-    parallelism = _count(jspec.get("parallelism"), 1, f"{path}.parallelism", problems)
-    completions = jspec.get("completions")
-    if completions is not None:
-        completions = _count(completions, parallelism, f"{path}.completions", problems)
-        return min(parallelism, completions)
-    return parallelism
 
 
 def _job(obj: Mapping, spec: Mapping, ns, problems: list) -> tuple[list[Template], bool]:
@@ -300,6 +239,8 @@ def read_workload(obj: Mapping, reader: str, snapshot=None, namespace: str | Non
         sets = read_workspace(obj, ns, snapshot, problems)
         templates = [Template(s.name, s.count, None, s.pod, s.spec_path, s.where) for s in sets]
         return Read(tuple(templates), False, None, tuple(problems))
+    if reader == "inferenceset":  # Workspaces of a template: sized from the cluster's nodes, as a Workspace is
+        return Read(tuple(read_inference_set(obj, ns, snapshot, problems)), False, None, tuple(problems))
     spec = _object(obj.get("spec"), "spec", problems)
     if reader == "trainjob":  # its pods are its runtime's, found in the state
         templates, suspended = _trainjob(obj, spec, ns, problems, snapshot)
@@ -314,3 +255,19 @@ def read_workload(obj: Mapping, reader: str, snapshot=None, namespace: str | Non
                 exclusive = found[JOBSET_EXCLUSIVE]
                 break
     return Read(tuple(templates), suspended, exclusive if type(exclusive) is str and exclusive else None, tuple(problems))
+
+
+# Kinds of issue 28, read in their own modules (on the helpers of workload_parts.py) and registered
+# here: one table of kinds, readers and resources for normalization, `allot compile` and the watch.
+from . import workloads_batch, workloads_kubeflow, workloads_serving
+from .workloads_serving import read_inference_set
+
+workloads_batch.REGISTRY.update(kinds=KINDS, readers=_READERS)  # an AppWrapper reads its components by their kind
+
+for _family in (workloads_batch, workloads_kubeflow, workloads_serving):
+    KINDS.update(_family.KINDS)
+    _READERS.update(_family.READERS)
+    RESOURCES.update(_family.RESOURCES)
+WORKLOAD_KIND_NAMES = frozenset(kind for _, kind in KINDS)
+# Readers whose objects are one gang whatever their kind's name (Volcano's `Job` is not batch/v1's).
+GANG_READERS = workloads_batch.GANG_READERS | workloads_kubeflow.GANG_READERS | workloads_serving.GANG_READERS
