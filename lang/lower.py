@@ -193,6 +193,9 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
         if node is not None:
             out[bucket].append(node)
     check_priorities(out["priorities"], diags)
+    partial = {sp for f in files for sp in f.partial}
+    if partial:  # a block read without its bad statement: what it lacks may be that statement (the syntax error says so)
+        diags[:] = [d for d in diags if not (d.code == "E0111" and d.span in partial)]
     if not any(kind == "quota" for kind, _ in low.scope.unparsed):  # a quota that did not parse may be the other member
         check_cohorts(out["quotas"], diags)
     return ir.PolicySet(**{k: tuple(v) for k, v in out.items()}), diags
