@@ -112,7 +112,7 @@ class Lowerer:
         if lend is not None and total is not None and lend > total:
             self.err("E0305", f"lend {stmts['lend'].value.text} exceeds the nominal {stmts['gpus'].value.text}", stmts["lend"].span, "a quota can lend at most its own GPUs")
         check_borrow(stmts, total, per_model, borrow, self.diags)
-        if total is None and not per_model and memory is None and not any(k.startswith("gpus of ") for k in stmts):
+        if not any(k in stmts for k in ("gpus", "gpu_memory")) and not any(k.startswith("gpus of ") for k in stmts):
             self.err("E0111", f"quota `{decl_name(b)}` sets no limit", b.span, "add `gpus N`, `gpus N of MODEL` or `gpu_memory Q`")
         return ir.Quota(
             name=decl_name(b),
