@@ -47,4 +47,5 @@ CODES: dict[str, str] = {
     "W0303": "a topology requirement can never win: a later one always matches too",
     "W0304": "`connect` on a resource without a subresource never matches",
     "W0305": "a per-model cap makes `borrow` useless for that model's pods",
+    "W0306": "`quota.covered` cannot change: no quota is declared, or one has no `for`",
 }

@@ -18,6 +18,7 @@ NON_NEGATIVE = {"pods", "gpus", "total_gpus", "fraction", "gpu_memory", "min_mem
 ALWAYS_PRESENT = {
     "kind", "operation", "pods", "gpus", "total_gpus", "agent", "privileged", "host_path", "host_network",
     "labels", "annotations", "namespace.labels", "groups", "gpu_pods", "memory_share", "gpu_limit_mismatches",
+    "quota.covered",
 }  # fmt: skip
 
 

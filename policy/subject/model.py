@@ -110,6 +110,7 @@ class Workload:
     gpu_memory_requested: int | None = None  # bytes per GPU pod the object itself asks (not implied by a model)
     memory_share: bool = False  # the pod's GPU share bounds its GPU memory (not a compute-only share)
     gpu_limit_mismatches: int = 0  # GPU resource entries whose request is unlimited or differs from its limit
+    quota_covered: bool = False  # some quota's `for` matches: filled by the engine, only for sets that read it
 
 
 def _twin(cls):
