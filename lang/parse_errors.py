@@ -184,18 +184,23 @@ def dangling_operator(text: str, tok, block: str | None, path: str) -> Diagnosti
     mistake is the operator left at the end of the line before.
     """
     line, col = tok.line or 1, tok.column or 1
-    if not (tok.type == "_NL" or tok.value[:1].isalnum() or tok.value[:1] in '"_'):
+    if not (tok.type in ("_NL", "RBRACE") or tok.value[:1].isalnum() or tok.value[:1] in '"_'):
         return None  # an operator after the word: the expression does go on (`gpus => 2`), the mistake is there
     rows = text.split("\n")
     if not 1 < line <= len(rows):
         return None
     row = rows[line - 1]
     first = row.split(None, 1)
-    if not first or first[0] not in _STATEMENT_WORDS.get(block or "", ()):
+    if not first:
         return None
-    after = row.index(first[0]) + len(first[0])
-    if row[after : col - 1].strip():  # the parser failed further on: the line itself is the mistake
+    if tok.type == "RBRACE" and col == row.index(first[0]) + 1:
+        first = ["}"]  # the block closes right after the operator
+    elif first[0] not in _STATEMENT_WORDS.get(block or "", ()):
         return None
+    else:
+        after = row.index(first[0]) + len(first[0])
+        if row[after : col - 1].strip():  # the parser failed further on: the line itself is the mistake
+            return None
     prev = line - 1
     while prev > 0 and not rows[prev - 1].split("#", 1)[0].strip():
         prev -= 1  # blank or comment-only lines between them
@@ -209,7 +214,8 @@ def dangling_operator(text: str, tok, block: str | None, path: str) -> Diagnosti
     where = Span(path, prev, start + 1, prev, start + 1 + len(op))
     return error(
         "E0001",
-        f"`{op}` at the end of line {prev} has nothing after it: line {line} starts a new statement (`{first[0]}`)",
+        f"`{op}` at the end of line {prev} has nothing after it: line {line} "
+        + ("closes the block" if first[0] == "}" else f"starts a new statement (`{first[0]}`)"),
         where,
         f"finish the condition after `{op}`, or remove the `{op}`",
     )

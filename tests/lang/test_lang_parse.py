@@ -99,6 +99,7 @@ def test_check_errors_of_a_block_with_a_syntax_error_are_reported_in_the_same_ru
     ('rule r {\n  when gpus > 0 or  # more later\n\n    deny "x"\n}\n', 2, 17, "or"),
     ('quota q {\n  for namespace == "a" and\n  gpus 8\n}\n', 2, 24, "and"),
     ('agents a {\n  identity user == "x" or\n  allow create pods\n}\n', 2, 24, "or"),
+    ('rule r {\n  deny "x"\n  when gpus > 0 and\n}\n', 3, 17, "and"),  # the block closes after it
 ])
 def test_a_trailing_operator_is_reported_at_itself_not_on_the_next_line(src, line, col, op):
     _, diags = lang.parse(src, "t.policy")
