@@ -54,7 +54,7 @@ def _emitted_codes() -> set[str]:
             continue
         text = path.read_text(encoding="utf-8")
         found |= set(re.findall(r'\.find\(\s*"([A-Z][A-Za-z]+)"', text))
-        found |= set(re.findall(r'^[A-Z_]+ = "([A-Z][a-z]+(?:[A-Z][a-z]+)+)"', text, re.M))
+        found |= set(re.findall(r'^[A-Z_]+ = "([A-Z][a-z]+(?:[A-Z][a-z]+)+)"', text, re.MULTILINE))
     return found
 
 
@@ -64,5 +64,5 @@ def test_every_code_the_engine_emits_is_known_to_test_files():
 
 def test_every_code_of_the_semantics_table_is_known_to_test_files():
     table = (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8").split("## Reason codes", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"^\| `([A-Z][A-Za-z]+)` \|", table, re.M))
+    documented = set(re.findall(r"^\| `([A-Z][A-Za-z]+)` \|", table, re.MULTILINE))
     assert documented and documented - REASON_CODES == set()
