@@ -48,4 +48,5 @@ CODES: dict[str, str] = {
     "W0304": "`connect` on a resource without a subresource never matches",
     "W0305": "a per-model cap makes `borrow` useless for that model's pods",
     "W0306": "`quota.covered` cannot change: no quota is declared, or one has no `for`",
+    "W0307": "no verb of an allow happens on one of its subresources (`create pods/exec`: exec is `connect`)",
 }

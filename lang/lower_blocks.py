@@ -10,7 +10,7 @@ from lang.absent import check_absent, present_when_true
 from lang.checker import check_mode, check_models, check_statements, decl_name, known
 from lang.diagnostics import warning
 from lang.ir import Type
-from lang.resources import check_resource
+from lang.resources import check_resource, verbs_never_match
 from lang.exprs import an
 from lang.set_limits import lower_set_limit
 from lang.template import lower_template
@@ -99,6 +99,10 @@ def _allow(low, s: ast.Allow) -> ir.AgentAllow:
             low.err(problem[0], problem[1], r.span, problem[2])
         else:
             resources.add(resource)
+    for r in sorted(resources):
+        why = verbs_never_match(ops, r)
+        if why is not None:
+            low.diags.append(warning("W0307", f"no verb of this allow happens on `{r}`", s.span, why))
     if "CONNECT" in ops and any("/" not in r and r != "*" for r in resources):
         low.diags.append(warning("W0304", "`connect` only happens on subresources", s.span, "exec, attach and port-forward are `connect pods/exec`, `pods/attach`, `pods/portforward`"))
     if "*" in ops:

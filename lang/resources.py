@@ -109,3 +109,19 @@ def check_resource(text: str) -> tuple[str, str | None, str | None] | tuple[None
         listed = ", ".join(sorted(subs)) or "none"
         return None, "E0115", f"`{name}` has no subresource `{sub}` that admission sees", hint + f"its subresources: {listed}"
     return resource, None, None
+
+
+# Subresources reached by CONNECT (kubectl exec, attach, port-forward, proxy); every other one by writes.
+CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
+
+
+def verbs_never_match(operations: set[str], resource: str) -> str | None:
+    """Why none of an allow's operations can happen on `resource` (`create pods/exec`), or None."""
+    _, _, sub = resource.partition("/")
+    if not sub or "*" in operations or not operations:
+        return None
+    if sub in CONNECT_SUBRESOURCES and "CONNECT" not in operations:
+        return f"`{resource}` is only reached by CONNECT (kubectl {'port-forward' if sub == 'portforward' else sub}): write `connect {resource}`"
+    if sub not in CONNECT_SUBRESOURCES and operations == {"CONNECT"}:
+        return f"`{resource}` is written to, never connected to: use `create` or `update`"
+    return None

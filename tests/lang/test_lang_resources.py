@@ -63,3 +63,18 @@ def test_a_custom_resource_named_with_its_group_is_allowed_by_the_engine():
 def test_a_qualified_resource_formats_as_written():
     src = block("widgets.example.com, jobs.batch/status")
     assert lang.format_source(src, "t.policy") == src
+
+
+@pytest.mark.parametrize("allow,warned", [
+    ("allow create pods/exec", ["`pods/exec` is only reached by CONNECT (kubectl exec): write `connect pods/exec`"]),
+    ("allow update pods/portforward", ["`pods/portforward` is only reached by CONNECT (kubectl port-forward)"]),
+    ("allow connect pods/status", ["`pods/status` is written to, never connected to"]),
+    ("allow connect, create pods/exec, pods/eviction", []),  # each resource has a verb that reaches it
+    ("allow any pods/exec", []),
+])  # fmt: skip
+def test_an_allow_whose_verbs_never_reach_a_subresource_is_a_warning(allow, warned):
+    src = f'agents a {{\n  identity user == "{AGENT}"\n  {allow}\n}}\n'
+    ps, diags = lang.compile_policies([("t.policy", src)])
+    assert ps is not None  # a warning: the set still compiles
+    got = [d.help for d in diags if d.code == "W0307"]
+    assert len(got) == len(warned) and all(g.startswith(w) for g, w in zip(got, warned))
