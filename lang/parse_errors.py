@@ -174,7 +174,16 @@ _STATEMENT_WORDS = {
     "rule": {"for", "mode", "when", "deny", "set"},
 }
 # A line ending in a binary operator: the statement continues on the next line.
-_DANGLING = re.compile(r"(?:(?<![\w-])(and|or|not|in|matches)|(==|!=|<=|>=|<|>|\+|-|\*))[ \t]*(?:#[^\n]*)?$")
+_DANGLING = re.compile(r"(?:(?<![\w-])(and|or|not|in|matches)|(==|!=|<=|>=|<|>|\+|-|\*))[ \t]*$")
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|#')
+
+
+def _code_of(row: str) -> str:
+    """The line without its comment (a `#` inside a string is not one)."""
+    for m in _STRING_OR_COMMENT.finditer(row):
+        if m.group() == "#":
+            return row[: m.start()]
+    return row
 
 
 def dangling_operator(text: str, tok, block: str | None, path: str) -> Diagnostic | None:
@@ -202,12 +211,13 @@ def dangling_operator(text: str, tok, block: str | None, path: str) -> Diagnosti
         if row[after : col - 1].strip():  # the parser failed further on: the line itself is the mistake
             return None
     prev = line - 1
-    while prev > 0 and not rows[prev - 1].split("#", 1)[0].strip():
+    while prev > 0 and not _code_of(rows[prev - 1]).strip():
         prev -= 1  # blank or comment-only lines between them
     if prev == 0:
         return None
-    m = _DANGLING.search(rows[prev - 1])
-    if m is None:
+    code = _code_of(rows[prev - 1])
+    m = _DANGLING.search(code)
+    if m is None or (m.group(2) == "*" and code.split()[:1] == ["allow"]):  # `allow create *`: any resource
         return None
     op = m.group(1) or m.group(2)
     start = m.start(1) if m.group(1) else m.start(2)

@@ -108,6 +108,15 @@ def test_a_trailing_operator_is_reported_at_itself_not_on_the_next_line(src, lin
     assert op in diags[0].help
 
 
+@pytest.mark.parametrize("src,line,message", [
+    ('quota q {\n  gpus 8  # and\n  borrow x\n}\n', 3, "expected a number"),  # `and` in a comment continues nothing
+    ('agents {\n  allow create *\n  allow pods\n}\n', 3, "expected `*`, `,` or a name"),  # `*` is a resource there
+])
+def test_an_operator_that_continues_nothing_is_not_blamed(src, line, message):
+    _, diags = lang.parse(src, "t.policy")
+    assert [(d.span.line, d.message[: len(message)]) for d in diags] == [(line, message)]
+
+
 def test_an_operator_on_the_continued_line_is_still_reported_there():
     _, diags = lang.parse('rule r {\n  when gpus > 0 and\n       gpus => 2\n  deny "x"\n}\n', "t.policy")
     assert [(d.span.line, d.message) for d in diags] == [(3, "expected `==` to compare, found `=`")]
