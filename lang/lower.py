@@ -175,7 +175,7 @@ def check_covered(policy: ir.PolicySet, scope: Scope, diags: list[Diagnostic]) -
             diags.append(error("E0114", f"quota `{q.name}` cannot read `{COVERED}` in its `for`", f.span, "`quota.covered` says whether some quota's `for` matches: read it in a rule"))
     if not uses or any(kind == "quota" for kind, _ in scope.unparsed):
         return
-    block, first = uses[0]
+    first = uses[0][1]
     if not policy.quotas:
         diags.append(warning("W0306", f"`{COVERED}` is always false: the policy set declares no quota", first.span, "every GPU workload is uncovered; declare the quotas, or drop the condition"))
         return

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from lang.quantity import compact
 from policy.subject.dialects import dra, hami, kai
 from policy.subject.dialects.common import BAD_OBJECT as MALFORMED_OBJECT
 from policy.subject.dialects import shape
-from lang.quantity import compact
 from policy.subject.dialects.common import EMPTY, MALFORMED, Bad, quantity, whole_count
 from policy.subject.dialects.gpu_whole import MIG_PREFIX, WHOLE, read_mig
 from policy.subject.dialects.product import read_product
@@ -47,12 +47,9 @@ MAX_DEVICES = 65536
 def device_count(value, path: str) -> int:
     """A whole-device count: a plain whole number, no unit or exponent (`8Gi`, `1k`, `1e3`), at most MAX_DEVICES."""
     if type(value) is str and any(c.isalpha() for c in value):
-        try:
-            q = quantity(value)
-            whole = type(q) is int or q.denominator == 1
-            meant = f" (it would be {compact(q)} devices)" if whole else f" ({value} is {q.numerator}/{q.denominator} of a device; devices are whole)"
-        except ValueError:
-            meant = ""
+        q = quantity(value)  # not a quantity at all: the caller's MalformedQuantity says so
+        whole = type(q) is int or q.denominator == 1
+        meant = f" (it would be {compact(q)} devices)" if whole else f" ({value} is {q.numerator}/{q.denominator} of a device; devices are whole)"
         raise Bad(MALFORMED, f"{path}: {value!r} has a unit; a device count is a plain whole number like \"8\"{meant}")
     count = whole_count(value, path)
     if count > MAX_DEVICES:
