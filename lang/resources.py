@@ -68,7 +68,7 @@ GROUPS = frozenset(g for groups, _ in RESOURCES.values() for g in groups if g)
 # What a CustomResourceDefinition can declare: only these two subresources exist for custom resources.
 CUSTOM_SUBRESOURCES = frozenset({"status", "scale"})
 READ_ONLY = {"log": "`pods/log` is read with a GET (`kubectl logs`), which admission never sees"}
-_PLURAL = re.compile(r"[a-z][a-z0-9]*")
+_PLURAL = re.compile(r"[a-z]([a-z0-9-]*[a-z0-9])?")  # a DNS-1035 label, as CRD plurals are
 _GROUP = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 
 

@@ -41,6 +41,7 @@ def test_a_resource_no_request_carries_is_an_error(resources, code, hint):
     ("jobs, cronjobs/status, deployments/scale", {"jobs", "cronjobs/status", "deployments/scale"}),
     ("jobsets, rayjobs, pytorchjobs, workspaces, podgroups, workloads", {"jobsets", "rayjobs", "pytorchjobs", "workspaces", "podgroups", "workloads"}),
     ("widgets.example.com, widgets.example.com/status", {"widgets", "widgets/status"}),
+    ("model-servers.serving.example.com", {"model-servers"}),
     ("jobs.batch, jobs.batch/status", {"jobs", "jobs/status"}),
     ("*", {"*"}),
 ])  # fmt: skip
