@@ -259,6 +259,14 @@ def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int)
     return out, []
 
 
+def _closed(padded: str, path: str) -> list:
+    """The declarations of a block left open, read as if `}` closed it; [] when that does not parse either."""
+    try:
+        return _parse_decls(padded.rstrip() + "\n}\n", path)
+    except (UnexpectedInput, BuildError):
+        return []
+
+
 def _bad_bytes(text: str, path: str) -> list[Diagnostic]:
     if "\ufffd" not in text:
         return []
@@ -317,6 +325,9 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
                 head = text[start:end].split("\n", 1)[0].rstrip()
                 next_line = work[-1][2]
                 d = error("E0003", "this block is not closed: `}` is missing", Span(path, line, 1, line, len(head) + 1), f"the next declaration starts at line {next_line}")
+                closed = _closed(padded, path)  # read as if closed, so the checker still sees its statements
+                decls.extend(closed)
+                partials.extend(b.span for b in closed)
             diags.append(d)
             named = _head(text[start:end])
             if named is not None:

@@ -94,6 +94,12 @@ def test_check_errors_of_a_block_with_a_syntax_error_are_reported_in_the_same_ru
     assert [(d.code, d.span.line) for d in diags] == [("E0101", 2), ("E0001", 3), ("E0001", 8)]
 
 
+def test_a_block_left_open_is_still_checked():
+    src = 'quota a {\n  for namspace == "x"\n  gpus 8\n\nquota b {\n  for namespace == "b"\n  gpus 4\n}\n'
+    _, diags = lang.compile_policies([("t.policy", src)])
+    assert [(d.code, d.span.line) for d in diags] == [("E0003", 1), ("E0101", 2)]
+
+
 @pytest.mark.parametrize("src,line,col,op", [
     ('rule r {\n  for namespace == "a"\n  when gpus > 0 and\n  deny "x"\n}\n', 3, 17, "and"),
     ('rule r {\n  when gpus > 0 or  # more later\n\n    deny "x"\n}\n', 2, 17, "or"),
@@ -206,7 +212,8 @@ def test_unclosed_block_points_at_its_opening_line():
     src = 'quota a {\n  gpus 8\n\nrule r {\n  when gpus > 0\n  deny "x"\n}\n'
     f, diags = lang.parse(src, "t.policy")
     assert [(d.code, d.span.line, d.help) for d in diags] == [("E0003", 1, "the next declaration starts at line 4")]
-    assert [d.name.name for d in f.decls] == ["r"]
+    assert [d.name.name for d in f.decls] == ["a", "r"]  # `a` read as if closed (and partial), so it is checked too
+    assert [sp.line for sp in f.partial] == [1]
 
 
 @pytest.mark.parametrize("op", ["and", "or"])
