@@ -325,7 +325,8 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
                 head = text[start:end].split("\n", 1)[0].rstrip()
                 next_line = work[-1][2]
                 d = error("E0003", "this block is not closed: `}` is missing", Span(path, line, 1, line, len(head) + 1), f"the next declaration starts at line {next_line}")
-                closed = _closed(padded, path)  # read as if closed, so the checker still sees its statements
+            if d.code == "E0003":  # read as if closed, so the checker still sees its statements
+                closed = _closed(padded, path)
                 decls.extend(closed)
                 partials.extend(b.span for b in closed)
             diags.append(d)

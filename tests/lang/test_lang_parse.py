@@ -94,10 +94,13 @@ def test_check_errors_of_a_block_with_a_syntax_error_are_reported_in_the_same_ru
     assert [(d.code, d.span.line) for d in diags] == [("E0101", 2), ("E0001", 3), ("E0001", 8)]
 
 
-def test_a_block_left_open_is_still_checked():
-    src = 'quota a {\n  for namspace == "x"\n  gpus 8\n\nquota b {\n  for namespace == "b"\n  gpus 4\n}\n'
+@pytest.mark.parametrize("src,want", [
+    ('quota a {\n  for namspace == "x"\n  gpus 8\n\nquota b {\n  for namespace == "b"\n  gpus 4\n}\n', [("E0003", 1), ("E0101", 2)]),
+    ('rule r {\n  for namspace == "x"\n  deny "x"\n', [("E0101", 2), ("E0003", 4)]),  # open at the end of the file
+])
+def test_a_block_left_open_is_still_checked(src, want):
     _, diags = lang.compile_policies([("t.policy", src)])
-    assert [(d.code, d.span.line) for d in diags] == [("E0003", 1), ("E0101", 2)]
+    assert [(d.code, d.span.line) for d in diags] == want
 
 
 @pytest.mark.parametrize("src,line,col,op", [
