@@ -279,3 +279,6 @@ class File:
     # (kind, name) read from the first line of each declaration with a syntax error: the checker
     # then does not call references to those names unknown (the syntax error is the one to fix)
     unparsed: tuple[tuple[str, str], ...] = ()
+    # spans of declarations parsed with their bad statements blanked: checked for the errors of the rest,
+    # but a statement found missing there may be the one that did not parse
+    partial: tuple[Span, ...] = ()

@@ -136,7 +136,9 @@ class Builder:
         return self.ident(kids[0])
 
     def resource(self, kids):
-        text = "/".join(str(k) for k in kids)
+        names = [str(k) for k in kids if k.type != "SLASH"]
+        sub = [str(kids[-1])] if len(kids) > 1 and kids[-2].type == "SLASH" else []
+        text = "/".join([".".join(names[: len(names) - len(sub)]), *sub])
         return ast.Ident(text, self.sp(kids))
 
     def allow_stmt(self, kids):

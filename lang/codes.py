@@ -20,12 +20,13 @@ CODES: dict[str, str] = {
     "E0106": "statement given twice in one block",
     "E0107": "more than one default priority",
     "E0108": "unknown mode",
-    "E0109": "unknown verb or resource in an agents allow",
+    "E0109": "unknown verb or resource in an agents allow (a custom resource is named with its group)",
     "E0110": "unknown option",
     "E0111": "missing required statement",
     "E0112": "`set` can only write labels[...], annotations[...] or a GPU limit to its request",
     "E0113": "message interpolates an unknown field",
     "E0114": "statement not allowed here",
+    "E0115": "a subresource no admission request carries (`pods/exce`, `pods/log`)",
     # E02xx: types
     "E0201": "type mismatch",
     "E0202": "malformed amount for this statement",
@@ -46,4 +47,6 @@ CODES: dict[str, str] = {
     "W0303": "a topology requirement can never win: a later one always matches too",
     "W0304": "`connect` on a resource without a subresource never matches",
     "W0305": "a per-model cap makes `borrow` useless for that model's pods",
+    "W0306": "`quota.covered` cannot change: no quota is declared, or one has no `for`",
+    "W0307": "no verb of an allow happens on one of its subresources (`create pods/exec`: exec is `connect`)",
 }

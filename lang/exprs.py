@@ -61,6 +61,24 @@ def _exact(text: str):
         return None
 
 
+# The largest literal each type takes: past it no cluster has that much, and the number is a typo.
+# GPUs: 2^31 GPU-equivalents (2^31 * 1000 milli-GPU stays far inside int64); bytes: 8Ei, about the int64
+# of Kubernetes quantities; counts and priorities: int32, as the Kubernetes fields they compare with.
+LIMITS = {Type.GPU: (2**31, "2147483648 (2^31) GPUs"), Type.FRACTION: (2**31, "2147483648 (2^31) GPUs"),
+          Type.BYTES: (2**63, "8Ei (2^63 bytes, about what the int64 of a Kubernetes quantity holds)"),
+          Type.INT: (2**31 - 1, "2147483647 (int32, as Kubernetes counts and priorities)")}
+
+
+def _out_of_range(text: str, value, typ: Type, span: Span) -> Diagnostic | None:
+    """E0305 for a literal past what its type can mean (`gpus 1e400`, a 32-digit count)."""
+    limit = LIMITS.get(typ)
+    if limit is None or abs(value) <= limit[0]:
+        return None
+    shown = text if len(text) <= 16 else quantity.compact(value)
+    why = ": no cluster holds that much" if typ is not Type.INT else ""
+    return error("E0305", f"`{shown}` is out of range{why}", span, f"at most {limit[1]}")
+
+
 def coerce_number(text: str, typ: Type, span: Span, negative: bool = False) -> tuple[int | None, Diagnostic | None]:
     """The exact integer of a literal for a field of type `typ` (milli-GPU, bytes or plain int)."""
     value = _exact(text)
@@ -68,6 +86,9 @@ def coerce_number(text: str, typ: Type, span: Span, negative: bool = False) -> t
         return None, error("E0202", f"`{text}` is not a number or quantity", span)
     if negative:
         value = -value
+    too_big = _out_of_range(text, value, typ, span)
+    if too_big is not None:
+        return None, too_big
     has_binary = text.endswith(_BINARY_UNITS)
     if typ in (Type.GPU, Type.FRACTION):
         if has_binary:

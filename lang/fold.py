@@ -19,6 +19,7 @@ ALWAYS_PRESENT = {
     "kind", "operation", "pods", "gpus", "total_gpus", "agent", "privileged", "host_path", "host_network",
     "labels", "annotations", "namespace.labels", "groups", "gpu_pods", "memory_share", "gpu_limit_mismatches",
     "unread",
+    "quota.covered",
 }  # fmt: skip
 
 

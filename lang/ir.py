@@ -55,6 +55,7 @@ SUBJECT_FIELDS: dict[str, Type] = {
     "topology.required": Type.LEVEL,
     "topology.preferred": Type.LEVEL,
     "agent": Type.BOOL,
+    "quota.covered": Type.BOOL,  # some quota's `for` matches the workload (the engine fills it)
     "privileged": Type.BOOL,
     "host_path": Type.BOOL,
     "host_network": Type.BOOL,

@@ -10,6 +10,7 @@ from lang.checker import check_borrow, check_cohorts, check_mode, check_models, 
 from lang.diagnostics import Diagnostic, error, warning
 from lang.exprs import ExprLowerer, Scope, coerce_number
 from lang.fold import truth
+from lang.reads import field_uses
 from lang.ir import Type
 
 MAX_PRIORITY = 1_000_000_000  # Kubernetes reserves larger values for system classes
@@ -112,7 +113,7 @@ class Lowerer:
         if lend is not None and total is not None and lend > total:
             self.err("E0305", f"lend {stmts['lend'].value.text} exceeds the nominal {stmts['gpus'].value.text}", stmts["lend"].span, "a quota can lend at most its own GPUs")
         check_borrow(stmts, total, per_model, borrow, self.diags)
-        if total is None and not per_model and memory is None and not any(k.startswith("gpus of ") for k in stmts):
+        if not any(k in stmts for k in ("gpus", "gpu_memory")) and not any(k.startswith("gpus of ") for k in stmts):
             self.err("E0111", f"quota `{decl_name(b)}` sets no limit", b.span, "add `gpus N`, `gpus N of MODEL` or `gpu_memory Q`")
         return ir.Quota(
             name=decl_name(b),
@@ -163,6 +164,26 @@ def _mentions_none(e) -> bool:
     )
 
 
+COVERED = "quota.covered"
+
+
+def check_covered(policy: ir.PolicySet, scope: Scope, diags: list[Diagnostic]) -> None:
+    """`quota.covered` is read from the quotas' `for`s: a quota cannot read it, and it must be able to go both ways."""
+    uses = [(b, f) for b in (*policy.fractions, *policy.gangs, *policy.agents, *policy.rules) for f in field_uses(b, COVERED)]
+    for q in policy.quotas:
+        for f in field_uses(q.selector, COVERED):
+            diags.append(error("E0114", f"quota `{q.name}` cannot read `{COVERED}` in its `for`", f.span, "`quota.covered` says whether some quota's `for` matches: read it in a rule"))
+    if not uses or any(kind == "quota" for kind, _ in scope.unparsed):
+        return
+    first = uses[0][1]
+    if not policy.quotas:
+        diags.append(warning("W0306", f"`{COVERED}` is always false: the policy set declares no quota", first.span, "every GPU workload is uncovered; declare the quotas, or drop the condition"))
+        return
+    everything = next((q for q in policy.quotas if q.selector is None), None)
+    if everything is not None:
+        diags.append(warning("W0306", f"`{COVERED}` is always true: quota `{everything.name}` has no `for`, so it covers every workload", first.span, f"give quota `{everything.name}` a `for` (line {everything.span.line})"))
+
+
 def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     """Check and lower parsed files (any order) into one PolicySet in (path, line) order."""
     from lang.lower_blocks import lower_agents, lower_gang, lower_rule
@@ -193,6 +214,11 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
         if node is not None:
             out[bucket].append(node)
     check_priorities(out["priorities"], diags)
+    partial = {sp for f in files for sp in f.partial}
+    if partial:  # a block read without its bad statement: what it lacks may be that statement (the syntax error says so)
+        diags[:] = [d for d in diags if not (d.code == "E0111" and d.span in partial)]
     if not any(kind == "quota" for kind, _ in low.scope.unparsed):  # a quota that did not parse may be the other member
         check_cohorts(out["quotas"], diags)
-    return ir.PolicySet(**{k: tuple(v) for k, v in out.items()}), diags
+    policy = ir.PolicySet(**{k: tuple(v) for k, v in out.items()})
+    check_covered(policy, low.scope, diags)
+    return policy, diags

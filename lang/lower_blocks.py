@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Set
 
 from lang import ast, ir
@@ -11,18 +10,13 @@ from lang.absent import check_absent, present_when_true
 from lang.checker import check_mode, check_models, check_statements, decl_name, known
 from lang.diagnostics import warning
 from lang.ir import Type
+from lang.resources import check_resource, verbs_never_match
 from lang.exprs import an
 from lang.set_limits import lower_set_limit
 from lang.template import lower_template
 
 VERBS = {"create": "CREATE", "update": "UPDATE", "delete": "DELETE", "connect": "CONNECT", "any": "*", "*": "*"}
 IDENTITY_FIELDS = {"user", "groups", "serviceaccount"}
-COMMON_RESOURCES = (
-    "pods", "pods/exec", "pods/attach", "pods/portforward", "pods/ephemeralcontainers", "pods/eviction",
-    "jobs", "jobsets", "cronjobs", "deployments", "statefulsets", "replicasets", "daemonsets",
-    "podgroups", "workloads", "services", "configmaps", "secrets", "namespaces", "persistentvolumeclaims",
-)  # fmt: skip
-_RESOURCE = re.compile(r"[a-z][a-z0-9.-]*(/[a-z]+)?")
 
 
 def lower_gang(low, b: ast.Block) -> ir.Gang:
@@ -99,11 +93,16 @@ def _allow(low, s: ast.Allow) -> ir.AgentAllow:
     for r in s.resources:
         if r.name in ("any", "*"):
             resources.add("*")
-        elif not _RESOURCE.fullmatch(r.name) or (r.name not in COMMON_RESOURCES and r.name + "s" in COMMON_RESOURCES):
-            hint = _close(r.name.lower() + ("s" if not r.name.endswith("s") else ""), COMMON_RESOURCES) or _close(r.name, COMMON_RESOURCES)
-            low.err("E0109", f"`{r.name}` is not a resource name", r.span, hint or "resources are lowercase plurals like `pods` or `pods/exec`")
+            continue
+        resource, *problem = check_resource(r.name)
+        if resource is None:  # a name no request carries: the allow could never match it
+            low.err(problem[0], problem[1], r.span, problem[2])
         else:
-            resources.add(r.name)
+            resources.add(resource)
+    for r in sorted(resources):
+        why = verbs_never_match(ops, r)
+        if why is not None:
+            low.diags.append(warning("W0307", f"no verb of this allow happens on `{r}`", s.span, why))
     if "CONNECT" in ops and any("/" not in r and r != "*" for r in resources):
         low.diags.append(warning("W0304", "`connect` only happens on subresources", s.span, "exec, attach and port-forward are `connect pods/exec`, `pods/attach`, `pods/portforward`"))
     if "*" in ops:

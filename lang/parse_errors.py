@@ -164,6 +164,73 @@ def _unit_hint(text: str, pos: int, path: str, line: int, col: int) -> Diagnosti
     return error("E0007", f"`{m.group(0)}` is not a quantity; did you mean `{number}{meant}`?", where, units)
 
 
+# Words that start a statement, per block: a line starting with one begins a new statement.
+_STATEMENT_WORDS = {
+    "gpu": {"product", "memory"},
+    "quota": {"for", "mode", "cohort", "gpus", "gpu_memory", "borrow", "lend", "models"},
+    "fraction": {"for", "mode", "min", "max", "memory", "per_gpu", "models"},
+    "gang": {"for", "mode", "require", "on", "models"},
+    "agents": {"mode", "identity", "allow", "deny"},
+    "rule": {"for", "mode", "when", "deny", "set"},
+}
+# A line ending in a binary operator: the statement continues on the next line.
+_DANGLING = re.compile(r"(?:(?<![\w-])(and|or|not|in|matches)|(==|!=|<=|>=|<|>|\+|-|\*))[ \t]*$")
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|#')
+
+
+def _code_of(row: str) -> str:
+    """The line without its comment (a `#` inside a string is not one)."""
+    for m in _STRING_OR_COMMENT.finditer(row):
+        if m.group() == "#":
+            return row[: m.start()]
+    return row
+
+
+def dangling_operator(text: str, tok, block: str | None, path: str) -> Diagnostic | None:
+    """E0001 at a trailing operator (`and` at the end of line 8) when the statement it continues into starts a new one.
+
+    The parser only notices on the next line, where the statement keyword is read as an operand; the
+    mistake is the operator left at the end of the line before.
+    """
+    line, col = tok.line or 1, tok.column or 1
+    if not (tok.type in ("_NL", "RBRACE") or tok.value[:1].isalnum() or tok.value[:1] in '"_'):
+        return None  # an operator after the word: the expression does go on (`gpus => 2`), the mistake is there
+    rows = text.split("\n")
+    if not 1 < line <= len(rows):
+        return None
+    row = rows[line - 1]
+    first = row.split(None, 1)
+    if not first:
+        return None
+    if tok.type == "RBRACE" and col == row.index(first[0]) + 1:
+        first = ["}"]  # the block closes right after the operator
+    elif first[0] not in _STATEMENT_WORDS.get(block or "", ()):
+        return None
+    else:
+        after = row.index(first[0]) + len(first[0])
+        if row[after : col - 1].strip():  # the parser failed further on: the line itself is the mistake
+            return None
+    prev = line - 1
+    while prev > 0 and not _code_of(rows[prev - 1]).strip():
+        prev -= 1  # blank or comment-only lines between them
+    if prev == 0:
+        return None
+    code = _code_of(rows[prev - 1])
+    m = _DANGLING.search(code)
+    if m is None or (m.group(2) == "*" and code.split()[:1] == ["allow"]):  # `allow create *`: any resource
+        return None
+    op = m.group(1) or m.group(2)
+    start = m.start(1) if m.group(1) else m.start(2)
+    where = Span(path, prev, start + 1, prev, start + 1 + len(op))
+    return error(
+        "E0001",
+        f"`{op}` at the end of line {prev} has nothing after it: line {line} "
+        + ("closes the block" if first[0] == "}" else f"starts a new statement (`{first[0]}`)"),
+        where,
+        f"finish the condition after `{op}`, or remove the `{op}`",
+    )
+
+
 def describe_unexpected(exc, text: str, path: str, keywords: dict[str, str], last_chunk: bool = True, parse_fn=None) -> Diagnostic:
     """One diagnostic for a lark UnexpectedInput raised while parsing `text`; `keywords`: terminal name -> its text.
 
@@ -201,6 +268,9 @@ def describe_unexpected(exc, text: str, path: str, keywords: dict[str, str], las
         if tok.type == "_NL":
             end_line, end_col = line, col + 1
         where = Span(path, line, col, end_line, end_col)
+        dangling = dangling_operator(text, tok, block, path)
+        if dangling is not None:
+            return dangling
         known = recognise(exc, parse_fn) if parse_fn else None
         if known:
             return error("E0001", known[0], where, known[1])

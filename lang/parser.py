@@ -235,18 +235,19 @@ def _blank_statement(padded: str, line: int) -> str:
     return "\n".join(rows)
 
 
-def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int) -> list[Diagnostic]:
-    """Syntax errors after the first one of a block: blank the bad statement and parse the block again.
+def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int) -> tuple[list[Diagnostic], list]:
+    """Syntax errors after the first one of a block, and the block without its bad statements.
 
-    Only errors on later lines are kept, and only E0001/E0002/E0007, so blanking never invents an
-    unclosed block or reports one mistake twice.
+    The bad statement is blanked and the block parsed again, until it parses (its declarations are
+    returned, so the checker still reports the rest of the block) or an error is not one of a single
+    statement. Only errors on later lines are kept, and only E0001/E0002/E0007, so blanking never
+    invents an unclosed block or reports one mistake twice.
     """
     out: list[Diagnostic] = []
     while line > head_line and len(out) < budget:
         padded = _blank_statement(padded, line)
         try:
-            _parse_decls(padded, path)
-            break
+            return out, _parse_decls(padded, path)
         except UnexpectedInput as exc:
             d = describe_unexpected(exc, padded, path, terminal_patterns(), parse_fn=_parse_example)
         except BuildError as exc:
@@ -255,7 +256,15 @@ def _more_errors(padded: str, line: int, head_line: int, path: str, budget: int)
             break
         out.append(d)
         line = d.span.line
-    return out
+    return out, []
+
+
+def _closed(padded: str, path: str) -> list:
+    """The declarations of a block left open, read as if `}` closed it; [] when that does not parse either."""
+    try:
+        return _parse_decls(padded.rstrip() + "\n}\n", path)
+    except (UnexpectedInput, BuildError):
+        return []
 
 
 def _bad_bytes(text: str, path: str) -> list[Diagnostic]:
@@ -283,6 +292,7 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
         pass
     decls: list[ast.Decl] = []
     unparsed: list[tuple[str, str]] = []
+    partials: list[Span] = []
     errors = 0
     chunks = _chunks(text)
     work = list(reversed(chunks))  # a stack: a chunk may be split where a stray top-level line starts
@@ -315,19 +325,25 @@ def parse(text: str, path: str) -> tuple[ast.File | None, list[Diagnostic]]:
                 head = text[start:end].split("\n", 1)[0].rstrip()
                 next_line = work[-1][2]
                 d = error("E0003", "this block is not closed: `}` is missing", Span(path, line, 1, line, len(head) + 1), f"the next declaration starts at line {next_line}")
+            if d.code == "E0003":  # read as if closed, so the checker still sees its statements
+                closed = _closed(padded, path)
+                decls.extend(closed)
+                partials.extend(b.span for b in closed)
             diags.append(d)
             named = _head(text[start:end])
             if named is not None:
                 unparsed.append(named)
             if d.code in _STATEMENT_ERRORS:
-                more = _more_errors(padded, d.span.line, line, path, _MAX_ERRORS - errors)
+                more, partial = _more_errors(padded, d.span.line, line, path, _MAX_ERRORS - errors)
                 errors += len(more)
                 diags.extend(more)
+                decls.extend(partial)  # checked too: its other statements' errors show in this run
+                partials.extend(b.span for b in partial)
             continue
         decls.extend(found_decls)
     if not decls and not unparsed:
         return None, diags
-    return ast.File(path, tuple(decls), scan_comments(text, path), text, tuple(unparsed)), diags
+    return ast.File(path, tuple(decls), scan_comments(text, path), text, tuple(unparsed), tuple(partials)), diags
 
 
 __all__ = ["parse", "unescape", "UnexpectedCharacters", "UnexpectedEOF", "UnexpectedToken"]

@@ -60,13 +60,32 @@ def to_milli(text: str) -> int:
     return _ceil(parse(text) * 1000)
 
 
+COMPACT_ABOVE = 10**15  # integers from here on print in e-notation: a 400-digit number is no message
+
+
+def compact(n, exact: bool = False) -> str:
+    """An integer for people: as is below 10^15, else e-notation (`1e400`): to 3 digits, or every digit when `exact`."""
+    if not isinstance(n, int):  # a Fraction: its whole part (counts and sizes are whole)
+        n = int(n)
+    if -COMPACT_ABOVE < n < COMPACT_ABOVE:
+        return str(n)
+    sign = "-" if n < 0 else ""
+    if abs(n).bit_length() >= 13000:  # past Python's int-to-text limit: the exponent from the bit length
+        return f"{sign}~2^{abs(n).bit_length() - 1}"
+    digits = str(abs(n))
+    tail = (digits[1:] if exact else digits[1:3]).rstrip("0")
+    return f"{sign}{digits[0]}{'.' + tail if tail else ''}e{len(digits) - 1}"
+
+
 def format_bytes(n: int) -> str:
-    """The shortest exact binary form: 85899345920 -> '80Gi'."""
+    """The shortest exact binary form: 85899345920 -> '80Gi' (e-notation past 10^15 bytes without one)."""
+    if abs(n) >= COMPACT_ABOVE * _SUFFIX["Ei"]:  # `1e400`, not a 380-digit count of Ei; still exact
+        return compact(n, exact=True)
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
         unit = _SUFFIX[suffix]
         if n and n % unit == 0:
             return f"{n // unit}{suffix}"
-    return str(n)
+    return compact(n, exact=True)
 
 
 _BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -94,6 +113,8 @@ def format_milli(n: int) -> str:
     """GPU amounts for people: 4000 -> '4', 250 -> '0.25', 1500 -> '1.5'."""
     whole, frac = divmod(abs(n), 1000)
     sign = "-" if n < 0 else ""
+    if whole >= COMPACT_ABOVE and frac == 0:  # `1e400`, exact: it reads back as the same amount
+        return sign + compact(whole, exact=True)
     if frac == 0:
         return f"{sign}{whole}"
     return f"{sign}{whole}.{frac:03d}".rstrip("0")

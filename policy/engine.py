@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Callable
 
 from lang import ir
+from lang.reads import reads_field
 from policy.admission import headline
 from policy.blocks.agents import is_marked_agent
 from policy.compiler.passes import Compiled, audit_key, compile_policy_set
@@ -83,6 +84,8 @@ class Engine:
             r.id for r in policy_set.rules if any(e is not None and mentions(e, "operation") for e in (r.selector, r.when))})
         self._state: SnapshotState | None = None
         self._express = reads_expression(policy_set)
+        # `quota.covered`: the quota selectors, tested on each subject only when some block reads the field
+        self._covers = tuple(self.compiled.selectors[q.id] for q in policy_set.quotas) if reads_field(policy_set, "quota.covered") else None
         # This engine's shared allowed Decisions: its block ids are its own string objects, so a key of another
         # engine's (a reload, two engines side by side) would be compared character by character on every hit.
         self._plain_allows: dict[tuple[str, ...], Decision] = {}
@@ -123,7 +126,7 @@ class Engine:
         return self.enrich(normalize_object(obj, snapshot))
 
     def enrich(self, w):
-        """Fill the engine-owned subject fields: `gpu_model`, implied `gpu_memory`, `agent`.
+        """Fill the engine-owned subject fields: `gpu_model`, implied `gpu_memory`, `agent`, `quota.covered`.
 
         The Workload was just built for this request and nobody else holds it, so the
         fields are set in place instead of copying a 40-field dataclass per request.
@@ -148,6 +151,8 @@ class Engine:
             identity = self._identity
             if (identity is not None and identity(w)) or (w.labels and is_marked_agent(w.labels)):
                 _SETATTR(w, "agent", True)
+        if self._covers is not None:  # last: a quota's `for` may read any field filled above
+            _SETATTR(w, "quota_covered", any(sel is None or sel(w) for sel in self._covers))
         return w
 
     def decide(self, request: dict, snapshot, now: float, *, mutate: bool = False, reserve: bool = True,

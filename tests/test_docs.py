@@ -159,7 +159,7 @@ def test_the_doc_states_the_serviceaccount_format():
     from policy.subject.normalize import service_account
 
     assert service_account(SA_USER) == SA and service_account("alice") is None
-    doc = (DOCS / "language.md").read_text(encoding="utf-8")
+    doc = (DOCS / "language.md").read_text(encoding="utf-8") + (DOCS / "blocks.md").read_text(encoding="utf-8")
     assert f"`{SA_USER}` → `{SA}`" in doc
 
 
@@ -177,5 +177,5 @@ def test_a_critical_pod_over_its_quota_is_denied_as_the_doc_says(tmp_path, capsy
     response = _eval(tmp_path, capsys, policy, _pod("team-b", "4", "critical"))
     assert response["allowed"] is False
     assert "critical-tier: 6 in use + 4 requested > 8 nominal" in response["status"]["message"]  # live pods counted by class
-    doc = (DOCS / "language.md").read_text(encoding="utf-8")
+    doc = (DOCS / "language.md").read_text(encoding="utf-8") + (DOCS / "blocks.md").read_text(encoding="utf-8")
     assert "**Priority and quota are independent.**" in doc and 'for priority_class == "critical"' in doc

@@ -19,7 +19,7 @@ from policy.compiler.reference import Levels, attr_name, compile_level_compare
 NEVER_NONE = frozenset(
     {"kind", "operation", "pods", "gpus", "total_gpus", "agent", "privileged", "host_path", "host_network",
      "groups", "labels", "annotations", "namespace_labels", "gpu_pods", "memory_share", "gpu_limit_mismatches",
-     "unread"}
+     "unread", "quota_covered"}
 )
 _MILLI = (ir.Type.GPU, ir.Type.FRACTION)
 _SAFE_LITERALS = (str, int, bool, type(None))

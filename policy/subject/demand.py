@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from lang.quantity import compact
 from policy.subject.dialects import dra, hami, kai
 from policy.subject.dialects.common import BAD_OBJECT as MALFORMED_OBJECT
 from policy.subject.dialects import shape
@@ -39,11 +40,29 @@ def _device_memory(env: list) -> int | None:
     return snapshot.gpu_memory(_product(env))
 
 
+# Devices of one resource a container may ask: more is no node's count (time-slicing replicas included), only a
+# mistake such as `8Gi` read as 8,589,934,592 GPUs; it is refused like any bad count (MalformedQuantity).
+MAX_DEVICES = 65536
+
+
+def device_count(value, path: str) -> int:
+    """A whole-device count: a plain whole number, no unit or exponent (`8Gi`, `1k`, `1e3`), at most MAX_DEVICES."""
+    if type(value) is str and any(c.isalpha() for c in value):
+        q = quantity(value)  # not a quantity at all: the caller's MalformedQuantity says so
+        whole = type(q) is int or q.denominator == 1
+        meant = f" (it would be {compact(q)} devices)" if whole else f" ({value} is {q.numerator}/{q.denominator} of a device; devices are whole)"
+        raise Bad(MALFORMED, f"{path}: {value!r} has a unit; a device count is a plain whole number like \"8\"{meant}")
+    count = whole_count(value, path)
+    if count > MAX_DEVICES:
+        raise Bad(MALFORMED, f"{path}: {compact(count)} devices is more than any node holds (at most {MAX_DEVICES} are read)")
+    return count
+
+
 def _read_key(key: str, value, path: str, acc: list, problems: list) -> None:
     """Fold one GPU resource entry into acc = [whole, mig milli, mig memory, cores, mem_pct, mem, mig share]."""
     try:
         if key in WHOLE:
-            acc[0] += whole_count(value, path)
+            acc[0] += device_count(value, path)
         elif key.startswith(MIG_PREFIX):
             count, m, b = read_mig(key, value, path)
             acc[1] += m
@@ -147,9 +166,9 @@ def _container(c, where: str, index: int, env: list, problems: list) -> tuple[in
         table = "requests" if one in requests else "limits"
         if one in WHOLE:  # fast path: one whole-GPU resource with a plain count
             value = requests[one] if table == "requests" else limits[one]
-            if type(value) is int and value >= 0:
+            if type(value) is int and 0 <= value <= MAX_DEVICES:
                 return value * 1000, None, None
-            if type(value) is str and value.isascii() and value.isdigit():
+            if type(value) is str and value.isascii() and value.isdigit() and len(value) < 5:
                 return int(value) * 1000, None, None
         found = {one: table}
     acc = [0, 0, None, None, None, None, None]

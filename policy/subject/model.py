@@ -113,6 +113,7 @@ class Workload:
     # Readable by policies (`unread`): an object of a kind Allot does not read that holds a pod template or asks an
     # accelerator (policy/subject/dialects/unread.py); its pods and GPUs are not counted.
     unread: bool = False
+    quota_covered: bool = False  # some quota's `for` matches: filled by the engine, only for sets that read it
 
 
 def _twin(cls):

@@ -1,14 +1,13 @@
-"""The ```policy examples of docs/language.md, for tests that parse, check and format them."""
+"""The ```policy examples of the language reference (docs/language.md, docs/blocks.md), for tests that parse, check and format them."""
 
 import pathlib
 import re
 
-DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "language.md"
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
+PAGES = (DOCS / "language.md", DOCS / "blocks.md")  # the language reference: the language, then its blocks
 _FENCE = re.compile(r"^```policy\n(.*?)^```", re.M | re.S)
 
 
 def doc_examples() -> list[str]:
     """Every ```policy block of the language reference, in order."""
-    if not DOC.exists():
-        return []
-    return _FENCE.findall(DOC.read_text(encoding="utf-8"))
+    return [example for page in PAGES for example in _FENCE.findall(page.read_text(encoding="utf-8"))]

@@ -50,7 +50,7 @@ def test_check_json_shape(capsys):
     ("absent", {"E0205"}),
     ("borrow", {"W0305"}),
     ("hints", {"E0007", "E0001", "E0101", "E0102"}),
-    ("recovery", {"E0001", "E0104", "E0202"}),
+    ("recovery", {"E0001", "E0104", "E0202", "E0101"}),
 ])
 def test_check_json_of_the_new_diagnostics(capsys, golden, want_codes):
     path = HERE / "golden" / f"{golden}.policy"

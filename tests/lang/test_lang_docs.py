@@ -5,7 +5,7 @@ import re
 import pytest
 
 import lang
-from lang_docs_examples import DOC, doc_examples
+from lang_docs_examples import DOCS, doc_examples
 from lang.codes import CODES
 
 EXAMPLES = doc_examples()
@@ -23,7 +23,7 @@ def test_doc_example_checks_clean(index):
 
 
 def test_every_code_is_in_the_table():
-    text = (DOC.parent / "check.md").read_text(encoding="utf-8")
+    text = (DOCS / "check.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| ([EW]\d{4}) \|", text, re.M))
     assert documented == set(CODES)
 
@@ -31,6 +31,6 @@ def test_every_code_is_in_the_table():
 def test_every_subject_field_is_documented():
     from lang.ir import SUBJECT_FIELDS
 
-    text = DOC.read_text(encoding="utf-8")
+    text = (DOCS / "language.md").read_text(encoding="utf-8")
     missing = [f for f in SUBJECT_FIELDS if f"`{f}`" not in text]
     assert missing == []

@@ -71,7 +71,7 @@ def test_mutations_of_valid_policies(seed, data):
 @FUZZ
 @given(st.sampled_from(SEEDS), st.data())
 def test_recovery_reports_each_broken_block_and_keeps_the_others(seed, data):
-    """Break statements of a few blocks: each broken block has a syntax error inside it, every other block parses."""
+    """Break statements of a few blocks: each broken block has a syntax error inside it, every other block parses (a broken one may too, without its bad statements)."""
     f, diags = lang.parse(seed, "f.policy")
     assert diags == []
     rows = seed.split("\n")
@@ -92,5 +92,7 @@ def test_recovery_reports_each_broken_block_and_keeps_the_others(seed, data):
     changed = [d for d in broken if "\n".join(rows[d.span.line - 1 : d.span.end_line]) != "\n".join(seed.split("\n")[d.span.line - 1 : d.span.end_line])]
     assert {d.span.line for d in changed} <= hit  # every broken block reports inside itself
     assert all(any(d.span.line <= x.span.line <= d.span.end_line for d in changed) for x in diags)  # nowhere else
-    assert names(got.decls if got else ()) == names(f.decls) - names(changed)
+    kept = names(got.decls if got else ())
+    # every unbroken block parses; a broken one may be kept without its bad statements (checked for the rest)
+    assert names(f.decls) - names(changed) <= kept <= names(f.decls)
     must_not_crash(text)

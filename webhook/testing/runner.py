@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from policy.testing.cases import DEFAULT_NOW, Case, CaseResult, DuplicateCase, TestFile, build_review, case_warnings, run_case
 from policy.testing.hints import did_you_mean
+from policy.testing.names import unknown_names
 from webhook.errors import UsageError
 from webhook.sources import read_policy_file
 from webhook.textfile import decode, read_bytes
@@ -158,6 +159,7 @@ class LoadedFile:
 
     tests: TestFile
     lines: dict[int, int]
+    paths: dict[tuple, int] = field(default_factory=dict)  # document path -> line, for errors found after reading
 
 
 def load_test_file(path: pathlib.Path) -> TestFile:
@@ -181,7 +183,7 @@ def read_test_file(path: pathlib.Path) -> LoadedFile:
     if not isinstance(data, dict):
         raise ValueError(f"{shown}:1: a test file is a mapping with `cases:`")
     try:
-        return LoadedFile(TestFile.model_validate(data), case_lines(node))
+        return LoadedFile(TestFile.model_validate(data), case_lines(node), _line_map(node) if node is not None else {})
     except ValidationError as exc:
         lines = _line_map(node)
         msgs = []
@@ -310,6 +312,10 @@ def run_targets(targets: list[Target], pattern: str | None = None) -> Run:
         if not cases:
             continue
         policy_set, problem = sets.get(policy_files(target), target)
+        unknown = _unknown_names(loaded, policy_set, shown)
+        if unknown:  # an expectation no decision can meet: the file is wrong, not the policy
+            run.file_errors.append((shown, unknown))
+            continue
         for i, case in cases:
             result = _run_one(case, tf, target, policy_set, problem, clusters)
             run.outcomes.append(CaseOutcome(shown, case.name, result, loaded.lines.get(i, 1), tuple(case_warnings(case, result))))
@@ -319,6 +325,20 @@ def run_targets(targets: list[Target], pattern: str | None = None) -> Run:
                 if o.result.decision is not None:
                     run.exercised.update((where[b], b) for b in o.result.decision.blocks if b in where)
     return run
+
+
+def _unknown_names(loaded: LoadedFile, policy_set: Any, shown: str) -> str | None:
+    """`file:line: cases[i].expect.codes[j]: unknown reason code …` lines, or None when every name is known."""
+    if policy_set is None:  # the set did not compile: its cases report that
+        return None
+    found = unknown_names(loaded.tests, {b.id for b in _governing(policy_set)})
+    if not found:
+        return None
+    lines = []
+    for u in found:
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in u.path).lstrip(".")
+        lines.append(f"{shown}:{loaded.paths.get(u.path, 1)}: {dotted}: {u.message}")
+    return "\n".join(lines)
 
 
 def _run_one(case: Case, tf: TestFile, target: Target, policy_set: Any, problem: str | None, clusters: _Clusters) -> CaseResult:

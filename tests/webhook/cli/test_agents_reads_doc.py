@@ -1,4 +1,4 @@
-"""docs/language.md: reads never reach an `agents` block — no read verb compiles, and the webhook
+"""docs/blocks.md: reads never reach an `agents` block — no read verb compiles, and the webhook
 configurations Allot emits for the whole library ask the API server for writes and CONNECT only."""
 
 from __future__ import annotations
@@ -32,6 +32,6 @@ def test_the_emitted_configurations_ask_for_no_reads():
 
 
 def test_the_doc_says_so():
-    doc = (REPO / "docs" / "language.md").read_text()
-    agents = doc[doc.index("### agents"):doc.index("### rule")]
+    doc = (REPO / "docs" / "blocks.md").read_text()
+    agents = doc[doc.index("## agents"):doc.index("## rule")]
     assert "Reads never reach an `agents` block" in agents and "`allow get pods` is `E0109`" in agents
