@@ -127,7 +127,8 @@ def tolerates(tolerations, taint: tuple[str, str, str]) -> bool:
 
 def is_map(value) -> bool:
     """A JSON object: decoded input holds dicts, so test that first (typing's Mapping isinstance costs microseconds)."""
-    return type(value) is dict or isinstance(value, Mapping)
+    # An absent field (None) is the next most common value: answered without the ABC check too.
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 def mapping(value) -> Mapping:

@@ -55,3 +55,37 @@ def test_the_slow_scan_runs_only_when_the_count_differs(monkeypatch):
     escaped = plain.replace(b'"image":"nvcr.io/nvidia/pytorch:24.05-py3"', b'"image":"a\\u0026b"')
     assert duplicates.duplicate_problem(escaped, orjson.loads(escaped)["request"]) is None
     assert scans == [escaped]  # an escape could spell a key another way: checked exactly, found clean
+
+
+def _workload(limits: bytes = b'"limits":{"nvidia.com/gpu":"8"}') -> bytes:
+    """A Kueue Workload CREATE whose one pod set asks 8 GPUs (its template's keys are counted, not scanned)."""
+    obj = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w", "namespace": "train"},
+           "spec": {"podSets": [{"name": "workers", "count": 2, "template": {
+               "metadata": {"labels": {"nvidia.com/gpu.present": "true"}},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}]}}
+    doc = review(pod("p"))
+    doc["request"]["object"] = obj
+    doc["request"]["kind"] = {"group": "kueue.x-k8s.io", "version": "v1beta1", "kind": "Workload"}
+    return body_of(doc).replace(b'"limits":{"nvidia.com/gpu":"8"}', limits)
+
+
+TEMPLATE_CASES = [
+    {"name": "a Workload's pod set, clean", "body": _workload(), "want": None, "scans": 0},
+    {"name": "a Workload's pod set, the GPU key twice", "body": _workload(b'"limits":{"nvidia.com/gpu":"8","nvidia.com/gpu":"0"}'),
+     "want": "podSets[0].template.spec.containers[0].resources.limits: key 'nvidia.com/gpu' appears twice", "scans": 1},
+    {"name": "a Workload's pod set, its limits map twice", "body": _workload(b'"limits":{"nvidia.com/gpu":"8"},"limits":{}'),
+     "want": "resources: key 'limits' appears twice", "scans": 1},
+]
+
+
+@pytest.mark.parametrize("case", TEMPLATE_CASES, ids=[c["name"] for c in TEMPLATE_CASES])
+def test_pod_set_templates_are_counted_not_scanned(case, monkeypatch):
+    scans = []
+    real = duplicates._scan
+    monkeypatch.setattr(duplicates, "_scan", lambda body: scans.append(body) or real(body))
+    got = duplicates.duplicate_problem(case["body"], orjson.loads(case["body"])["request"])
+    if case["want"] is None:
+        assert got is None
+    else:
+        assert got is not None and case["want"] in got.message, got
+    assert len(scans) == case["scans"]
