@@ -39,12 +39,13 @@ def needs_cluster(code: str, data: Mapping) -> bool:
 _RESOURCE_CODES = frozenset({
     "QuotaExceeded", "QuotaModelExceeded", "QuotaMemoryExceeded", "QuotaModelNotAllowed",
     "FractionOutOfRange", "FractionMemoryUnknown", "FractionMemoryBelowFloor", "FractionModelNotAllowed",
-    "FractionSharersExceeded", "PerGpuNotEvaluated",
+    "FractionSharersExceeded", "PerGpuNotEvaluated", "NoNodeHolds",
 })
 _PLACEMENT_CODES = frozenset({"GangUnplaceable", "GangNotYetPlaceable", "GangModelNotAllowed", "PlacementNotEvaluated"})
 _SUBJECT_CODES = _RESOURCE_CODES | _PLACEMENT_CODES | {"UnknownPriorityClass", "GangMinMembersMissing"}
 
 HELP: Mapping[str, str] = {
+    "NoNodeHolds": "ask for at most the GPUs of one node per pod (more pods, fewer GPUs each), or pin a model whose nodes are larger",
     "QuotaExceeded": "ask for fewer GPUs or replicas, or run in a namespace whose quota has room",
     "QuotaModelExceeded": "ask for fewer GPUs of this model, or another model the quota allows",
     "QuotaMemoryExceeded": "ask for less GPU memory, or fewer replicas",

@@ -17,6 +17,7 @@ from policy.cluster.snapshot import CLUSTER_SCOPED, ClusterSnapshot
 from policy.engine import Engine
 from policy.lint.fields import HELP, QUOTA_CODES, needs_cluster, needs_subject, reason_path
 from policy.lint.patches import Authors, for_git, op_keys
+from policy.lint.nodes import CODE as NO_NODE_HOLDS, find_unholdable, largest_gpus
 from policy.lint.scope import governed
 from policy.subject.dialects.gangs import group_family
 from policy.subject.dialects.unread import unread_problem
@@ -74,6 +75,7 @@ class Linter:
         self.cluster = snapshot is not None
         self.snapshot = snapshot if snapshot is not None else ClusterSnapshot()
         self.user, self.groups, self.now, self.namespace = user, groups, now, namespace
+        self._largest = None  # the most GPUs one node offers, per product: read once, on the first GPU object
 
     def learn_state(self, documents) -> int:
         """Take the objects among `documents` that others refer to into the snapshot: Namespaces (their labels),
@@ -121,10 +123,18 @@ class Linter:
             out.governed = False  # only an agents block could have governed it, and none did
             return out
         out.patch = for_git(decision.patch)
-        if not decision.reasons and not decision.patch:
-            return out
         w = None  # the normalized subject, built again only for reasons that point into a template
         who = _who(obj)
+        if self.cluster:
+            if self._largest is None:
+                self._largest = largest_gpus(self.snapshot.nodes())
+            if self._largest:
+                w = self.engine.enrich(normalize(request, self.snapshot))
+                for u in find_unholdable(w, self._largest):
+                    out.findings.append(self._located(doc, reason_path(NO_NODE_HOLDS, "", "", {}, w), NO_NODE_HOLDS, "warning",
+                                                      u.message(), None, None, HELP.get(NO_NODE_HOLDS), who))
+        if not decision.reasons and not decision.patch:
+            return out
         for r in decision.reasons:
             severity = SEVERITY_OF_MODE.get(r.mode, "error")
             message = r.message

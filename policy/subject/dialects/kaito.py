@@ -65,7 +65,7 @@ def selector_labels(resource: Mapping, problems: list) -> dict[str, str]:
     return {k: v for k, v in labels.items() if k not in RESERVED_LABELS}
 
 
-def _node_gpus(node: Mapping) -> int:
+def node_gpus(node: Mapping) -> int:
     """Whole GPUs a Node offers: `status.allocatable[nvidia.com/gpu]`, else its capacity; 0 when unreadable."""
     status = node.get("status") if type(node.get("status")) is dict else EMPTY
     for key in ("allocatable", "capacity"):
@@ -92,7 +92,7 @@ def node_shape(snapshot, instance_type: str, labels: Mapping[str, str]) -> tuple
                 continue
         elif any(node_labels.get(k) != v for k, v in labels.items()):
             continue
-        n = _node_gpus(node)
+        n = node_gpus(node)
         if n > 0:
             gpus = max(gpus, n)
             products.add(node_labels.get(PRODUCT_LABEL) if type(node_labels.get(PRODUCT_LABEL)) is str else None)
