@@ -6,7 +6,7 @@ and why is written down in docs/deploy.md ("What the webhook configurations inte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lang import ir
 from policy.manifests import cel
@@ -273,10 +273,15 @@ def _metadata(name: str, target: Target) -> dict:
     return meta
 
 
-def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
-    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, GPU workloads (and their DELETEs), agent requests."""
+def validating_configuration(ps: ir.PolicySet, target: Target = Target(), native: frozenset[str] = frozenset()) -> dict:
+    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, GPU workloads (and their DELETEs), agent requests.
+
+    `native`: ids of rules whose every Pod verdict a ValidatingAdmissionPolicy gives (policy.manifests.native);
+    the pod entry leaves them out, so pods only they judge never reach the webhook.
+    """
+    pod_ps = replace(ps, rules=tuple(r for r in ps.rules if r.id not in native)) if native else ps
     entries = [
-        _pod_entry("pods.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), POD_KINDS), mutating=False),
+        _pod_entry("pods.validate.allot.io", "/validate", target, _for(validating_pod_contributors(pod_ps), POD_KINDS), mutating=False),
         _group_entry(ps, target),
         _workload_entry("workloads.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), WORKLOAD_KINDS), mutating=False),
         _release_entry(ps, target),
