@@ -1,0 +1,116 @@
+"""Native policies (ValidatingAdmissionPolicy) give the webhook's verdict and words on every library case they judge.
+
+Offline: the emitted CEL runs in cel-python over each case's request; the engine decides the
+same request; for every natively compiled rule the deny and its message are equal. The e2e
+test (tests/e2e/test_e2e_native.py) repeats it against the real API server.
+"""
+
+import copy
+
+import kubernetes_validate
+import pytest
+
+import deploy_native as dn
+from lang import compile_policies
+from policy.cluster.snapshot import ClusterSnapshot
+from policy.engine import Engine
+from policy.manifests import native
+from policy.testing.cases import build_review
+
+CASES = dn.library_cases()
+
+
+def _namespace(snapshot, name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(snapshot.namespace_labels(name))}}
+
+
+@pytest.mark.parametrize("path,case,policy_set,objects", CASES, ids=[f"{p}::{c.name}" for p, c, _, _ in CASES])
+def test_native_policy_gives_the_webhooks_verdict_and_message(path, case, policy_set, objects):
+    plan, policies = dn.plans(policy_set)
+    request = build_review(case)["request"]
+    snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
+    engine = Engine(policy_set)
+    ns = request.get("namespace") or "default"
+    for block, policy in policies.items():
+        want = dn.webhook_verdict(engine, snapshot, request, block, 0.0)
+        got = dn.native_verdict(policy, request, _namespace(snapshot, ns))
+        assert got == want, f"{block}: native {got!r} != webhook {want!r}"
+
+
+def test_the_library_has_native_rules_and_cases_they_deny():
+    """The table above would pass vacuously if nothing compiled or nothing was denied."""
+    denied = 0
+    for _path, case, policy_set, objects in CASES:
+        _plan, policies = dn.plans(policy_set)
+        request = build_review(case)["request"]
+        snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
+        ns = request.get("namespace") or "default"
+        denied += sum(dn.native_verdict(p, request, _namespace(snapshot, ns)) is not None for p in policies.values())
+    assert denied >= 2
+
+
+@pytest.mark.parametrize("version", ["1.30.0", kubernetes_validate.latest_version()])
+def test_every_native_object_validates_against_the_openapi_schema(version):
+    sets = {id(ps): ps for _p, _c, ps, _o in CASES}
+    objects = [o for ps in sets.values() for o in native.validating_policies(native.plan(ps))]
+    assert objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def _set(text: str):
+    ps, diags = compile_policies([("t.policy", text)])
+    assert ps is not None, diags
+    return ps
+
+
+@pytest.mark.parametrize("text,where,reason", [
+    ('rule r { for namespace == "a" deny "no" }', native.SPLIT, "workload objects"),
+    ('rule r { for kind == "Pod" and namespace == "a" deny "no" }', native.NATIVE, None),
+    ('rule r { for gpus > 0 deny "no" }', native.WEBHOOK, "`gpus` reads GPU amounts"),
+    ('rule r { for kind == "Pod" deny "asks {gpus}" }', native.WEBHOOK, "number formats"),
+    ('rule r { for kind == "Pod" and operation == "DELETE" deny "no" }', native.WEBHOOK, "DELETE"),
+    ('rule r { set labels["a"] = "b" }', native.WEBHOOK, "mutations stay in the webhook"),
+    ('quota q { gpus 4 }', native.WEBHOOK, "reads usage"),
+])
+def test_every_block_says_where_it_runs_and_why(text, where, reason):
+    plan = native.plan(_set(text))
+    (placement,) = plan.placements
+    assert placement.where == where
+    if reason:
+        assert any(reason in r for r in placement.reasons), placement.reasons
+    else:
+        assert placement.reasons == ()
+
+
+def test_before_1_30_every_deny_falls_back_to_the_webhook_and_says_why():
+    ps = _set('rule r { for kind == "Pod" deny "no" }')
+    assert native.plan(ps, (1, 30)).validations
+    old = native.plan(ps, (1, 29))
+    assert not old.validations and old.placements[0].where == native.WEBHOOK
+    assert "GA from 1.30" in old.placements[0].reasons[0]
+    assert any("MutatingAdmissionPolicy is GA from 1.36" in n for n in native.plan(ps, (1, 35)).notes)
+
+
+@pytest.mark.parametrize("expr,user,groups,holds", [
+    ('serviceaccount == "ns/sa"', "system:serviceaccount:ns:sa", [], True),
+    ('serviceaccount == "ns/sa"', "system:serviceaccount:ns:other", [], False),
+    ('has(serviceaccount) and serviceaccount != "ns/sa"', "alice", [], False),
+    ('has(serviceaccount)', "system:serviceaccount:ns:sa", [], True),
+    ('has(serviceaccount)', "system:serviceaccount:ns", [], False),
+    ('"g" in groups', "x", ["g"], True),
+    ('user matches "bot-*"', "bot-1", [], True),
+    ('not (user matches "bot-*")', "alice", [], True),
+])
+def test_identity_atoms_translate_exactly(expr, user, groups, holds):
+    ps = _set(f'rule r {{ for kind == "Pod" and {expr} deny "no" }}')
+    engine = Engine(ps)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    from policy.admission import wrap_manifest
+
+    request = wrap_manifest(pod, user=user, groups=tuple(groups), operation="CREATE", namespace="a")["request"]
+    (policy,) = [o for o in native.validating_policies(native.plan(ps)) if o["kind"] == "ValidatingAdmissionPolicy"]
+    snapshot = ClusterSnapshot.from_objects([])
+    want = dn.webhook_verdict(engine, snapshot, request, "rule r", 0.0)
+    assert (want is not None) == holds
+    assert dn.native_verdict(policy, request, None) == want
