@@ -7,10 +7,10 @@ test (tests/e2e/test_e2e_native.py) repeats it against the real API server.
 
 import copy
 
+import deploy_native as dn
 import kubernetes_validate
 import pytest
 
-import deploy_native as dn
 from lang import compile_policies
 from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
@@ -26,7 +26,7 @@ def _namespace(snapshot, name: str) -> dict:
 
 @pytest.mark.parametrize("path,case,policy_set,objects", CASES, ids=[f"{p}::{c.name}" for p, c, _, _ in CASES])
 def test_native_policy_gives_the_webhooks_verdict_and_message(path, case, policy_set, objects):
-    plan, policies = dn.plans(policy_set)
+    _plan, policies = dn.plans(policy_set)
     request = build_review(case)["request"]
     snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
     engine = Engine(policy_set)
