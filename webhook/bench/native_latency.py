@@ -60,7 +60,7 @@ class Api:
 
 
 def _kubectl(kit: pathlib.Path, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["kubectl", "--kubeconfig", str(kit / "kubeconfig"), *argv], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["kubectl", "--kubeconfig", str(kit / "kubeconfig"), *argv], capture_output=True, text=True, timeout=60, check=False)
     if check and r.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(argv)}: {r.stderr.strip()}")
     return r
