@@ -313,10 +313,11 @@ def _priority_group_entry(ps: ir.PolicySet, target: Target) -> dict | None:
 _TEMPLATE_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=False, needs_gpu=True)
 
 
-def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
+def mutating_configuration(ps: ir.PolicySet, target: Target = Target(), native: frozenset[str] = frozenset()) -> dict:
     """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches;
-    upstream PodGroups the default priority patches."""
-    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, _for(mutating_pod_contributors(ps), POD_KINDS), mutating=True),
+    upstream PodGroups the default priority patches. `native`: rules whose sets a MutatingAdmissionPolicy makes."""
+    pod_ps = replace(ps, rules=tuple(r for r in ps.rules if r.id not in native)) if native else ps
+    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, _for(mutating_pod_contributors(pod_ps), POD_KINDS), mutating=True),
                _priority_group_entry(ps, target),
                _workload_entry("workloads.mutate.allot.io", "/mutate", target,
                                [_TEMPLATE_PRIORITY] if any(p.default for p in ps.priorities) else [], mutating=True)]

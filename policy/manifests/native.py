@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from lang import ir
 from policy.admission import headline
 from policy.context import where
-from policy.manifests import native_cel
+from policy.manifests import native_cel, native_map
 from policy.manifests.native_cel import Untranslatable
 from policy.manifests.scope import kind_pin, scope_of
 
@@ -63,11 +63,17 @@ class Plan:
     placements: tuple[Placement, ...]
     validations: tuple[_Validation, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    mutations: tuple[native_map.Mutation, ...] = ()
 
     @property
     def native_pod_blocks(self) -> frozenset[str]:
-        """Ids of blocks whose every Pod verdict the native policies give (the webhook's pod entry may skip them)."""
-        return frozenset(v.rule.id for v in self.validations if not _sets(v.rule))
+        """Ids of rules whose every Pod verdict the native policies give (the webhook's validating pod entry may skip them)."""
+        return frozenset(v.rule.id for v in self.validations)
+
+    @property
+    def native_set_blocks(self) -> frozenset[str]:
+        """Ids of rules whose every Pod patch a MutatingAdmissionPolicy makes (the webhook's mutating pod entry may skip them)."""
+        return frozenset(m.rule.id for m in self.mutations)
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -86,18 +92,13 @@ def _first_deny(r: ir.Rule) -> ir.Deny | None:
     return next((a for a in r.actions if isinstance(a, ir.Deny)), None)
 
 
-def _rule(r: ir.Rule, version: tuple[int, int]) -> tuple[Placement, _Validation | None]:
-    loc = where(r.span)
+def _deny(r: ir.Rule, version: tuple[int, int]) -> tuple[_Validation | None, str | None]:
+    """The rule's deny as a validation, or the reason it stays in the webhook."""
     deny = _first_deny(r)
-    reasons: list[str] = []
-    if _sets(r):
-        reasons.append(f"set: mutations stay in the webhook (MutatingAdmissionPolicy {'is GA from 1.36' if version < MAP_SINCE else 'output is not built yet'})")
-    if deny is None:
-        return Placement(r.id, WEBHOOK, (), tuple(reasons), loc), None
     if sum(isinstance(a, ir.Deny) for a in r.actions) > 1:
-        return Placement(r.id, WEBHOOK, (), (*reasons, "deny: several messages in one rule are joined by the webhook"), loc), None
+        return None, "deny: several messages in one rule are joined by the webhook"
     if version < VAP_SINCE:
-        return Placement(r.id, WEBHOOK, (), (*reasons, "deny: ValidatingAdmissionPolicy is GA from 1.30"), loc), None
+        return None, "deny: ValidatingAdmissionPolicy is GA from 1.30"
     try:
         selector = native_cel.translate(r.selector)
         when = native_cel.translate(r.when)
@@ -105,13 +106,42 @@ def _rule(r: ir.Rule, version: tuple[int, int]) -> tuple[Placement, _Validation 
         text = headline(r.id, f"{r.name}: ")
         msg = native_cel.message(deny.message, "allot denied: " + text, f" ({where(deny.span)})")
     except Untranslatable as exc:
-        return Placement(r.id, WEBHOOK, (), (*reasons, f"deny: {exc}"), loc), None
-    v = _Validation(r, selector, when, msg)
-    kinds = kind_pin(r.selector, r.when)
-    if kinds is not None and kinds <= {"Pod"}:
-        return Placement(r.id, SPLIT if reasons else NATIVE, ("deny on Pods",), tuple(reasons), loc), v
-    reasons.append("deny on workload objects (Job, JobSet, ...): their subject is read from their pod templates by the workload dialects")
-    return Placement(r.id, SPLIT, ("deny on Pods",), tuple(reasons), loc), v
+        return None, f"deny: {exc}"
+    return _Validation(r, selector, when, msg), None
+
+
+def _set(r: ir.Rule, version: tuple[int, int]) -> tuple[native_map.Mutation | None, str | None]:
+    """The rule's sets as a mutation, or the reason they stay in the webhook."""
+    if version < MAP_SINCE:
+        return None, "set: MutatingAdmissionPolicy is GA from 1.36"
+    try:
+        return native_map.mutation(r), None
+    except Untranslatable as exc:
+        return None, f"set: {exc}"
+
+
+def _rule(r: ir.Rule, version: tuple[int, int]) -> tuple[Placement, _Validation | None, native_map.Mutation | None]:
+    loc = where(r.span)
+    native: list[str] = []
+    reasons: list[str] = []
+    v = m = None
+    if _first_deny(r) is not None:
+        v, why = _deny(r, version)
+        if v is None:
+            reasons.append(why)
+        else:
+            native.append("deny on Pods")
+            kinds = kind_pin(r.selector, r.when)
+            if kinds is None or not kinds <= {"Pod"}:
+                reasons.append("deny on workload objects (Job, JobSet, ...): their subject is read from their pod templates by the workload dialects")
+    if _sets(r):
+        m, why = _set(r, version)
+        if m is None:
+            reasons.append(why)
+        else:
+            native.append("set on Pods")  # the webhook's sets patch pods only
+    where_ = WEBHOOK if not native else NATIVE if not reasons else SPLIT
+    return Placement(r.id, where_, tuple(native), tuple(reasons), loc), v, m
 
 
 _STATEFUL_BLOCKS = (
@@ -126,6 +156,7 @@ def plan(ps: ir.PolicySet, version: tuple[int, int] = NEWEST) -> Plan:
     """Where every governing block of `ps` runs for a cluster of `version`; no block is left out."""
     out: list[Placement] = []
     validations: list[_Validation] = []
+    mutations: list[native_map.Mutation] = []
     if ps.priorities:
         out.append(Placement("priority", WEBHOOK, (), (
             "the default class is set on GPU workloads, which Allot recognises through its GPU dialects",
@@ -134,16 +165,18 @@ def plan(ps: ir.PolicySet, version: tuple[int, int] = NEWEST) -> Plan:
         for b in getattr(ps, attr):
             out.append(Placement(b.id, WEBHOOK, (), (reason,), where(b.span)))
     for r in ps.rules:
-        p, v = _rule(r, version)
+        p, v, m = _rule(r, version)
         out.append(p)
         if v is not None:
             validations.append(v)
+        if m is not None:
+            mutations.append(m)
     notes = []
     if version < VAP_SINCE:
         notes.append(f"--kube-version {version[0]}.{version[1]}: ValidatingAdmissionPolicy is GA from 1.30; every block runs in the webhook")
     if version < MAP_SINCE:
         notes.append(f"--kube-version {version[0]}.{version[1]}: MutatingAdmissionPolicy is GA from 1.36; mutations run in the webhook")
-    return Plan(tuple(out), tuple(validations), tuple(notes))
+    return Plan(tuple(out), tuple(validations), tuple(notes), tuple(mutations))
 
 
 # ---- objects --------------------------------------------------------------------------
@@ -195,6 +228,33 @@ def validating_policies(p: Plan, excluded: tuple[str, ...] = ("allot-system", "k
                         digest: str | None = None) -> list[dict]:
     """ValidatingAdmissionPolicy + binding for every natively judged deny of the plan."""
     return [o for v in p.validations for o in _objects(v, excluded, digest)]
+
+
+def _mutating_objects(m: native_map.Mutation, excluded: tuple[str, ...], digest: str | None) -> list[dict]:
+    r = m.rule
+    name = policy_name(r.id)
+    spec = {
+        "failurePolicy": "Fail",  # enforce only: a set the policy promises must not be skipped silently
+        "matchConstraints": {
+            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                               "resources": ["pods"], "scope": "Namespaced"}],
+            "namespaceSelector": _namespace_selector(excluded, scope_of(r.selector, r.when)),
+            "matchPolicy": "Equivalent",
+        },
+        "matchConditions": [{"name": "for-when", "expression": m.condition}],
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": native_map.apply_expression(m)}}],
+        "reinvocationPolicy": "IfNeeded",  # as the webhook entries: later mutations may change what `for` reads
+    }
+    policy = {"apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": _metadata(name, digest), "spec": spec}
+    binding = {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": _metadata(name, digest),
+               "spec": {"policyName": name}}
+    return [policy, binding]
+
+
+def mutating_policies(p: Plan, excluded: tuple[str, ...] = ("allot-system", "kube-system"),
+                      digest: str | None = None) -> list[dict]:
+    """MutatingAdmissionPolicy + binding for every natively made `set` of the plan."""
+    return [o for m in p.mutations for o in _mutating_objects(m, excluded, digest)]
 
 
 def explain_lines(p: Plan) -> list[str]:

@@ -80,7 +80,8 @@ def _map(kind: str) -> str:
 
 def _map_guard(kind: str) -> str:
     if kind == "namespace.labels":
-        return "(namespaceObject != null && has(namespaceObject.metadata.labels))"
+        # Pods are namespaced, so the API server always binds namespaceObject (comparing it to null errs in some CEL implementations).
+        return "(has(namespaceObject.metadata) && has(namespaceObject.metadata.labels))"
     return f"(has(object.metadata.{kind.split('.')[-1]}))"
 
 

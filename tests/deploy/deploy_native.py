@@ -14,7 +14,14 @@ import celpy
 from policy.admission import denial_message
 from policy.manifests import native
 from policy.testing.cases import build_review
-from webhook.testing.runner import _Clusters, _Sets, Run, find_targets, policy_files, read_test_file
+from webhook.testing.runner import (
+    Run,
+    _Clusters,
+    _Sets,
+    find_targets,
+    policy_files,
+    read_test_file,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = celpy.Environment()

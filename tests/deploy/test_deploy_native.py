@@ -70,7 +70,7 @@ def _set(text: str):
     ('rule r { for gpus > 0 deny "no" }', native.WEBHOOK, "`gpus` reads GPU amounts"),
     ('rule r { for kind == "Pod" deny "asks {gpus}" }', native.WEBHOOK, "number formats"),
     ('rule r { for kind == "Pod" and operation == "DELETE" deny "no" }', native.WEBHOOK, "DELETE"),
-    ('rule r { set labels["a"] = "b" }', native.WEBHOOK, "mutations stay in the webhook"),
+    ('rule r { set labels["a"] = "b" }', native.NATIVE, None),
     ('quota q { gpus 4 }', native.WEBHOOK, "reads usage"),
 ])
 def test_every_block_says_where_it_runs_and_why(text, where, reason):
@@ -114,3 +114,53 @@ def test_identity_atoms_translate_exactly(expr, user, groups, holds):
     want = dn.webhook_verdict(engine, snapshot, request, "rule r", 0.0)
     assert (want is not None) == holds
     assert dn.native_verdict(policy, request, None) == want
+
+
+MUTATING = '''rule tag-owner {
+  for kind == "Pod" and namespace == "team-x"
+  set annotations["acme.io/owner"] = "platform"
+  set labels["acme.io/ns"] = namespace
+}
+'''
+
+
+def test_a_set_known_in_the_request_becomes_a_mutating_admission_policy_and_leaves_the_webhook():
+    from policy.manifests import configurations
+
+    ps = _set(MUTATING)
+    plan = native.plan(ps)
+    assert plan.placements[0].where == native.NATIVE and plan.placements[0].native == ("set on Pods",)
+    policy, binding = native.mutating_policies(plan)
+    for obj in (policy, binding):
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    expr = policy["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    assert expr == 'Object{metadata: Object.metadata{labels: {"acme.io/ns": request.namespace}, annotations: {"acme.io/owner": "platform"}}}'
+    assert binding["spec"] == {"policyName": "allot-rule-tag-owner"}
+    hooks = configurations.mutating_configuration(ps, native=plan.native_set_blocks)["webhooks"]
+    assert [w["name"] for w in hooks] == []
+    assert [w["name"] for w in configurations.mutating_configuration(ps)["webhooks"]] == ["pods.mutate.allot.io"]
+
+
+@pytest.mark.parametrize("text,reason", [
+    (MUTATING, "MutatingAdmissionPolicy is GA from 1.36"),  # at 1.35
+    (MUTATING.replace("rule tag-owner {", "rule tag-owner {\n  mode warn"), "reports the change"),
+    ('rule r { for kind == "Pod" set labels["a"] = "b" set labels["t"] = namespace.labels["t"] }', "may be none"),
+    ('rule r { for kind == "Pod" set limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"] }', "GPU dialects"),
+])
+def test_a_set_that_cannot_be_made_natively_says_why(text, reason):
+    plan = native.plan(_set(text), (1, 35) if "GA from" in reason else native.NEWEST)
+    assert not plan.mutations
+    assert plan.placements[0].where == native.WEBHOOK
+    assert any(reason in r for r in plan.placements[0].reasons), plan.placements[0].reasons
+
+
+def test_a_single_set_of_a_value_that_may_be_none_matches_only_when_it_is_present():
+    plan = native.plan(_set('rule r { for kind == "Pod" set labels["t"] = namespace.labels["t"] }'))
+    (m,) = plan.mutations
+    policy = {"spec": {"matchConditions": [{"name": "c", "expression": m.condition}], "validations": [
+        {"expression": "false", "messageExpression": '"matched"'}]}}
+    request = {"namespace": "a", "name": "p", "userInfo": {"username": "u"}, "object": {"metadata": {"name": "p"}}}
+    labelled = {"metadata": {"name": "a", "labels": {"t": "x"}}}
+    assert dn.native_verdict(policy, request, labelled) == "matched"
+    assert dn.native_verdict(policy, request, {"metadata": {"name": "a", "labels": {}}}) is None
+    assert dn.native_verdict(policy, request, {"metadata": {"name": "a"}}) is None

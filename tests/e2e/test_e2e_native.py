@@ -11,16 +11,16 @@ from __future__ import annotations
 import copy
 import json
 import pathlib
+import secrets
 import sys
 import time
 
-import pytest
-
 import kit
+import pytest
 from kit import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "deploy"))
-import deploy_native as dn  # noqa: E402
+import deploy_native as dn
 
 pytestmark = pytest.mark.e2e
 LIBRARY = kit.REPO / "policies"
@@ -123,3 +123,55 @@ def test_native_and_webhook_give_the_same_verdict_and_words(kube, library, tmp_p
     assert denied, "no case was denied natively"
     for name in native:
         assert native[name][:2] == webhook[name][:2], f"{name}: native {native[name][2]!r} != webhook {webhook[name][2]!r}"
+
+
+SET_RULE = """rule tag-owner {
+  for kind == "Pod" and namespace == "NS"
+  set annotations["acme.io/owner"] = "platform"
+  set labels["acme.io/ns"] = namespace
+}
+"""
+
+
+def _made(kube, ns: str, name: str) -> dict:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"keep": "me"}},
+           "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    r = kube.run("create", "-n", ns, "-f", "-", "--dry-run=server", "-o", "json", stdin=json.dumps(pod))
+    meta = json.loads(r.stdout)["metadata"]
+    return {"labels": meta.get("labels", {}), "annotations": meta.get("annotations", {})}
+
+
+def test_a_mutating_admission_policy_makes_the_webhooks_patch(kube, tmp_path):
+    ns = f"native-set-{secrets.token_hex(3)}"
+    kube.run("create", "namespace", ns, check=False)
+    wait_for(f"serviceaccount default in {ns}",
+             lambda: kube.run("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0)
+    pdir = tmp_path / "policy"
+    pdir.mkdir()
+    (pdir / "set.policy").write_text(SET_RULE.replace("NS", ns))
+    out = tmp_path / "native"
+    kit.run_allot("compile", "--policy", str(pdir), "-o", str(out))
+    assert not (out / "mutating-webhook.yaml").read_text().count("pods.mutate.allot.io")
+    kube.run("create", "-f", str(out / "mutating-policies.yaml"))
+    try:
+        time.sleep(3)  # policies take effect on the API server's informer resync
+        native = _made(kube, ns, "by-policy")
+    finally:
+        kube.run("delete", "-f", str(out / "mutating-policies.yaml"), "--ignore-not-found", check=False)
+    (tmp_path / "serve").mkdir()
+    server = kit.Allot(pdir, kube.kubeconfig, tmp_path / "serve")
+    try:
+        server.wait_ready()
+        hooks = tmp_path / "hooks"
+        kit.run_allot("compile", "--policy", str(pdir), "-o", str(hooks), "--url", server.url, "--ca-bundle", str(server.ca),
+                      "--kube-version", "1.35")  # before MAP: the webhook patches
+        kube.run("create", "-f", str(hooks / "mutating-webhook.yaml"))
+        try:
+            time.sleep(2)
+            webhook = _made(kube, ns, "by-webhook")
+        finally:
+            kube.run("delete", "mutatingwebhookconfiguration", "allot-mutating", "--ignore-not-found", check=False)
+    finally:
+        server.stop()
+    assert native["labels"]["acme.io/ns"] == ns and native["annotations"]["acme.io/owner"] == "platform"
+    assert native == webhook

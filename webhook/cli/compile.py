@@ -2,8 +2,8 @@
 
 Writes into OUT (all deterministic, so a committed copy can be checked for drift):
   validating-webhook.yaml, mutating-webhook.yaml, priorityclasses.yaml (when the set
-  declares priorities), validating-policies.yaml (the ValidatingAdmissionPolicies of the
-  blocks the API server judges itself, docs/native.md), allot-bundle.json, and a
+  declares priorities), validating-policies.yaml and mutating-policies.yaml (the
+  admission policies of what the API server judges and patches itself, docs/native.md), allot-bundle.json, and a
   kustomization.yaml listing them and packing the bundle into the `allot-policy-bundle` ConfigMap.
 """
 
@@ -23,6 +23,7 @@ VALIDATING_FILE = "validating-webhook.yaml"
 MUTATING_FILE = "mutating-webhook.yaml"
 PRIORITY_FILE = "priorityclasses.yaml"
 NATIVE_FILE = "validating-policies.yaml"
+NATIVE_MUTATING_FILE = "mutating-policies.yaml"
 KUSTOMIZATION_FILE = "kustomization.yaml"
 BUNDLE_CONFIGMAP = "allot-policy-bundle"
 
@@ -134,11 +135,12 @@ def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path,
     plan = native.plan(bundled or policy_set, kube_version or native.NEWEST)
     policies = native.validating_policies(plan, (target.namespace, *target.excluded_namespaces), digest)
     validating = manifests.validating_configuration(policy_set, target, plan.native_pod_blocks)
-    mutating = manifests.mutating_configuration(policy_set, target)
+    mutating = manifests.mutating_configuration(policy_set, target, plan.native_set_blocks)
+    mutations = native.mutating_policies(plan, (target.namespace, *target.excluded_namespaces), digest)
     classes = manifests.priority_classes(policy_set)
     files = {VALIDATING_FILE: HEADER + dump_yaml([validating]), MUTATING_FILE: HEADER + dump_yaml([mutating])}
     # Stale files would re-create classes or policies the set no longer declares.
-    for name, docs in ((PRIORITY_FILE, classes), (NATIVE_FILE, policies)):
+    for name, docs in ((PRIORITY_FILE, classes), (NATIVE_FILE, policies), (NATIVE_MUTATING_FILE, mutations)):
         if docs:
             files[name] = HEADER + dump_yaml(docs)
         elif (out / name).exists():
