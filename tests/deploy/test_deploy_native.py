@@ -164,3 +164,35 @@ def test_a_single_set_of_a_value_that_may_be_none_matches_only_when_it_is_presen
     assert dn.native_verdict(policy, request, labelled) == "matched"
     assert dn.native_verdict(policy, request, {"metadata": {"name": "a", "labels": {}}}) is None
     assert dn.native_verdict(policy, request, {"metadata": {"name": "a"}}) is None
+
+
+def test_compile_explain_json_lists_every_governing_block(tmp_path, capsys):
+    import json
+
+    from webhook.cli import main
+
+    assert main(["compile", "--policy", str(dn.ROOT / "policies"), "-o", str(tmp_path), "--explain", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ps, _ = compile_policies([(str(p), p.read_text()) for p in sorted((dn.ROOT / "policies").rglob("*.policy"))])
+    governing = {b.id for b in (*ps.quotas, *ps.fractions, *ps.gangs, *ps.agents, *ps.rules)}
+    listed = {b["block"] for b in out["blocks"]}
+    assert governing <= listed
+    assert {b["runs"] for b in out["blocks"]} >= {"webhook", "split"}
+    assert all(b["webhook"] for b in out["blocks"] if b["runs"] != "native"), "every fallback says why"
+    assert "validating-policies.yaml" in out["files"]
+
+
+@pytest.mark.parametrize("version", ["1.x", "latest", "2"])
+def test_a_bad_kube_version_is_a_usage_error(tmp_path, capsys, version):
+    from webhook.cli import main
+
+    assert main(["compile", "--policy", str(dn.ROOT / "policies"), "-o", str(tmp_path), "--kube-version", version]) == 2
+    assert "--kube-version" in capsys.readouterr().err
+
+
+def test_compile_for_1_29_writes_no_native_policies_and_says_so(tmp_path, capsys):
+    from webhook.cli import main
+
+    assert main(["compile", "--policy", str(dn.ROOT / "policies"), "-o", str(tmp_path), "--kube-version", "1.29"]) == 0
+    assert not (tmp_path / "validating-policies.yaml").exists()
+    assert "ValidatingAdmissionPolicy is GA from 1.30" in capsys.readouterr().out
