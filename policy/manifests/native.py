@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from lang import ir
 from policy.admission import headline
 from policy.context import where
-from policy.manifests import native_cel, native_map
+from policy.manifests import native_agents, native_cel, native_map
 from policy.manifests.native_cel import Untranslatable
 from policy.manifests.scope import kind_pin, scope_of
 
@@ -64,6 +64,7 @@ class Plan:
     validations: tuple[_Validation, ...] = ()
     notes: tuple[str, ...] = field(default=())
     mutations: tuple[native_map.Mutation, ...] = ()
+    agents: tuple[native_agents.AgentDenies, ...] = ()
 
     @property
     def native_pod_blocks(self) -> frozenset[str]:
@@ -148,7 +149,6 @@ _STATEFUL_BLOCKS = (
     ("quotas", "reads usage: the quota ledger and the cluster's running workloads"),
     ("fractions", "reads GPU shares through the GPU dialects, and how many pods share a GPU"),
     ("gangs", "needs placement and the gang's group objects in the cluster state"),
-    ("agents", "its allows read GPU amounts or the live pod of a CONNECT; default deny needs every allow judged"),
 )
 
 
@@ -157,6 +157,7 @@ def plan(ps: ir.PolicySet, version: tuple[int, int] = NEWEST) -> Plan:
     out: list[Placement] = []
     validations: list[_Validation] = []
     mutations: list[native_map.Mutation] = []
+    agents: list[native_agents.AgentDenies] = []
     if ps.priorities:
         out.append(Placement("priority", WEBHOOK, (), (
             "the default class is set on GPU workloads, which Allot recognises through its GPU dialects",
@@ -164,6 +165,13 @@ def plan(ps: ir.PolicySet, version: tuple[int, int] = NEWEST) -> Plan:
     for attr, reason in _STATEFUL_BLOCKS:
         for b in getattr(ps, attr):
             out.append(Placement(b.id, WEBHOOK, (), (reason,), where(b.span)))
+    for a in ps.agents:
+        part, reasons = native_agents.agent_denies(a) if version >= VAP_SINCE else (None, [
+            "ValidatingAdmissionPolicy is GA from 1.30"])
+        if part is not None:
+            agents.append(part)
+        out.append(Placement(a.id, SPLIT if part is not None else WEBHOOK, ("deny on Pods",) if part else (),
+                             tuple(reasons), where(a.span)))
     for r in ps.rules:
         p, v, m = _rule(r, version)
         out.append(p)
@@ -176,7 +184,7 @@ def plan(ps: ir.PolicySet, version: tuple[int, int] = NEWEST) -> Plan:
         notes.append(f"--kube-version {version[0]}.{version[1]}: ValidatingAdmissionPolicy is GA from 1.30; every block runs in the webhook")
     if version < MAP_SINCE:
         notes.append(f"--kube-version {version[0]}.{version[1]}: MutatingAdmissionPolicy is GA from 1.36; mutations run in the webhook")
-    return Plan(tuple(out), tuple(validations), tuple(notes), tuple(mutations))
+    return Plan(tuple(out), tuple(validations), tuple(notes), tuple(mutations), tuple(agents))
 
 
 # ---- objects --------------------------------------------------------------------------
@@ -202,32 +210,42 @@ def _metadata(name: str, digest: str | None) -> dict:
     return meta
 
 
-def _objects(v: _Validation, excluded: tuple[str, ...], digest: str | None) -> list[dict]:
-    r = v.rule
-    name = policy_name(r.id)
+def _vap(block_id: str, mode: str, scope, condition: tuple[str, str] | None, validations: list[dict],
+         excluded: tuple[str, ...], digest: str | None) -> list[dict]:
+    name = policy_name(block_id)
     spec: dict = {
-        # Fail closed while the rule enforces: a CEL error must not waive a deny (as the webhook's failurePolicy).
-        "failurePolicy": "Fail" if r.mode == "enforce" else "Ignore",
+        # Fail closed while the block enforces: a CEL error must not waive a deny (as the webhook's failurePolicy).
+        "failurePolicy": "Fail" if mode == "enforce" else "Ignore",
         "matchConstraints": {
             "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                                "resources": ["pods"], "scope": "Namespaced"}],
-            "namespaceSelector": _namespace_selector(excluded, scope_of(r.selector, r.when)),
+            "namespaceSelector": _namespace_selector(excluded, scope),
             "matchPolicy": "Equivalent",
         },
     }
-    if v.selector != "true":
-        spec["matchConditions"] = [{"name": "for", "expression": v.selector}]
-    spec["validations"] = [{"expression": f"!({v.when})", "messageExpression": v.message, "reason": "Forbidden"}]
+    if condition is not None and condition[1] != "true":
+        spec["matchConditions"] = [{"name": condition[0], "expression": condition[1]}]
+    spec["validations"] = validations
     policy = {"apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": _metadata(name, digest), "spec": spec}
     binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": _metadata(name, digest),
-               "spec": {"policyName": name, "validationActions": list(_ACTIONS[r.mode])}}
+               "spec": {"policyName": name, "validationActions": list(_ACTIONS[mode])}}
     return [policy, binding]
+
+
+def _objects(v: _Validation, excluded: tuple[str, ...], digest: str | None) -> list[dict]:
+    r = v.rule
+    checks = [{"expression": f"!({v.when})", "messageExpression": v.message, "reason": "Forbidden"}]
+    return _vap(r.id, r.mode, scope_of(r.selector, r.when), ("for", v.selector), checks, excluded, digest)
 
 
 def validating_policies(p: Plan, excluded: tuple[str, ...] = ("allot-system", "kube-system"),
                         digest: str | None = None) -> list[dict]:
-    """ValidatingAdmissionPolicy + binding for every natively judged deny of the plan."""
-    return [o for v in p.validations for o in _objects(v, excluded, digest)]
+    """ValidatingAdmissionPolicy + binding for every natively judged deny of the plan (rules, then agents' denies)."""
+    out = [o for v in p.validations for o in _objects(v, excluded, digest)]
+    for a in p.agents:
+        # Identity-governed requests come from any namespace: no namespace pin beyond Allot's own exclusions.
+        out += _vap(a.block.id, a.block.mode, None, ("governed", a.governed), native_agents.validations(a), excluded, digest)
+    return out
 
 
 def _mutating_objects(m: native_map.Mutation, excluded: tuple[str, ...], digest: str | None) -> list[dict]:

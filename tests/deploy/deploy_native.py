@@ -75,14 +75,24 @@ def native_verdict(policy: dict, request: dict, namespace: dict | None) -> str |
     return None
 
 
-def webhook_verdict(engine, snapshot, request: dict, block: str, now: float) -> str | None:
+def webhook_verdict(engine, snapshot, request: dict, block: str, now: float, native_denies=None) -> str | None:
     """The words the webhook's validating side gives for `block` alone on `request` (any mode), or None when it finds nothing."""
     decision = engine.decide(copy.deepcopy(request), snapshot, now, mutate=False, reserve=False)
-    reasons = [r for r in decision.reasons if r.block == block]
+    # An agents block is native for its leading translatable denies only (`native_denies`: their locations);
+    # its default deny (AgentNotAllowed) and later denies are the webhook's.
+    reasons = [r for r in decision.reasons if r.block == block and (
+        native_denies is None or (r.code == "AgentDenied" and r.location in native_denies))]
     if not reasons:
         return None
     # denial_message words enforcing reasons; a warn/audit rule's reason is worded the same way.
     return denial_message(dataclasses.replace(decision, reasons=tuple(dataclasses.replace(r, mode="enforce") for r in reasons)))
+
+
+def agent_deny_locations(plan) -> dict[str, set[str]]:
+    """Per agents block, the `path:line:col` of each deny the native policy judges."""
+    from policy.context import where
+
+    return {a.block.id: {where(d.span) for d in a.block.denies[:len(a.denies)]} for a in plan.agents}
 
 
 def plans(policy_set):
@@ -92,4 +102,5 @@ def plans(policy_set):
     for obj in native.validating_policies(plan, EXCLUDED):
         if obj["kind"] == "ValidatingAdmissionPolicy":
             by_block[obj["metadata"]["name"]] = obj
-    return plan, {v.rule.id: by_block[native.policy_name(v.rule.id)] for v in plan.validations}
+    ids = [v.rule.id for v in plan.validations] + [a.block.id for a in plan.agents]
+    return plan, {b: by_block[native.policy_name(b)] for b in ids}

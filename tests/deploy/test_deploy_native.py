@@ -26,13 +26,14 @@ def _namespace(snapshot, name: str) -> dict:
 
 @pytest.mark.parametrize("path,case,policy_set,objects", CASES, ids=[f"{p}::{c.name}" for p, c, _, _ in CASES])
 def test_native_policy_gives_the_webhooks_verdict_and_message(path, case, policy_set, objects):
-    _plan, policies = dn.plans(policy_set)
+    plan, policies = dn.plans(policy_set)
+    agents = dn.agent_deny_locations(plan)
     request = build_review(case)["request"]
     snapshot = ClusterSnapshot.from_objects(copy.deepcopy(objects))
     engine = Engine(policy_set)
     ns = request.get("namespace") or "default"
     for block, policy in policies.items():
-        want = dn.webhook_verdict(engine, snapshot, request, block, 0.0)
+        want = dn.webhook_verdict(engine, snapshot, request, block, 0.0, agents.get(block))
         got = dn.native_verdict(policy, request, _namespace(snapshot, ns))
         assert got == want, f"{block}: native {got!r} != webhook {want!r}"
 
@@ -196,3 +197,43 @@ def test_compile_for_1_29_writes_no_native_policies_and_says_so(tmp_path, capsys
     assert main(["compile", "--policy", str(dn.ROOT / "policies"), "-o", str(tmp_path), "--kube-version", "1.29"]) == 0
     assert not (tmp_path / "validating-policies.yaml").exists()
     assert "ValidatingAdmissionPolicy is GA from 1.30" in capsys.readouterr().out
+
+
+AGENTS = '''agents bots {
+  identity user matches "bot-*"
+  allow create pods when namespace == "a"
+  deny when host_network "bots stay off the host network"
+  deny when privileged "bots run unprivileged"
+  deny when namespace == "a" and gpus > 0 "no GPUs for bots"
+  deny when host_path "never judged natively: after a deny that is not"
+}
+'''
+
+
+@pytest.mark.parametrize("user,labels,spec,denied", [
+    ("bot-1", None, {"hostNetwork": True}, True),
+    ("alice", {"agents.acme.io/state": "on"}, {"hostNetwork": True}, True),  # marked by an agents.* label
+    ("alice", {"allot.dev/agent": "true"}, {"hostNetwork": True}, True),
+    ("alice", {"allot.dev/agent": "false"}, {"hostNetwork": True}, False),
+    ("alice", {"agents.acme.io": "on"}, {"hostNetwork": True}, False),  # no domain slash: not a mark
+    ("bot-1", None, {"hostNetwork": True, "containers": [{"name": "c", "image": "i", "securityContext": {"privileged": True}}]}, True),
+    ("bot-1", None, {"containers": [{"name": "c", "image": "i", "securityContext": {"privileged": True}}]}, True),
+    ("bot-1", None, {"volumes": [{"name": "v", "hostPath": {"path": "/"}}]}, False),  # the webhook's deny
+    ("bot-1", None, {}, False),
+])
+def test_an_agents_blocks_leading_denies_are_judged_natively_as_the_webhook_does(user, labels, spec, denied):
+    from policy.admission import wrap_manifest
+
+    ps = _set(AGENTS)
+    plan = native.plan(ps)
+    assert plan.placements[0].where == native.SPLIT
+    meta = {"name": "p", "namespace": "a", **({"labels": labels} if labels else {})}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+           "spec": {"containers": [{"name": "c", "image": "i"}], **spec}}
+    request = wrap_manifest(pod, user=user, groups=(), operation="CREATE", namespace="a")["request"]
+    (policy,) = [o for o in native.validating_policies(plan) if o["kind"] == "ValidatingAdmissionPolicy"]
+    want = dn.webhook_verdict(Engine(ps), ClusterSnapshot.from_objects([]), request, "agents bots", 0.0,
+                              dn.agent_deny_locations(plan)["agents bots"])
+    got = dn.native_verdict(policy, request, None)
+    assert got == want
+    assert (got is not None) == denied

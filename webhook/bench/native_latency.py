@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     native, hooks = work / "native", work / "hooks"
     _compile(policy, native, "1.36", url, ca)
     _compile(policy, hooks, "1.29", url, ca)
-    _kubectl(kit, "create", "-f", str(native / "priorityclasses.yaml"), check=False)
+    made = _kubectl(kit, "create", "-f", str(native / "priorityclasses.yaml"), "-o", "name", check=False).stdout.split()
     api = Api(kit)
     setups = {
         "none": ([], []),
@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()
         for f in (native / "validating-policies.yaml", native / "validating-webhook.yaml", hooks / "validating-webhook.yaml"):
             _kubectl(kit, "delete", "-f", str(f), "--ignore-not-found", check=False)
+        for name in made:  # only the class this run created
+            _kubectl(kit, "delete", name, "--ignore-not-found", check=False)
     return 0
 
 
