@@ -6,7 +6,7 @@ and why is written down in docs/deploy.md ("What the webhook configurations inte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lang import ir
 from policy.manifests import cel
@@ -308,10 +308,15 @@ def _named_entry(ps: ir.PolicySet, target: Target) -> dict | None:
                   timeout=POD_TIMEOUT, scope=scope)
 
 
-def validating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
-    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, GPU workloads (and their DELETEs), agent requests."""
+def validating_configuration(ps: ir.PolicySet, target: Target = Target(), native: frozenset[str] = frozenset()) -> dict:
+    """The ValidatingWebhookConfiguration: GPU pods, gang group objects, GPU workloads (and their DELETEs), agent requests.
+
+    `native`: ids of rules whose every Pod verdict a ValidatingAdmissionPolicy gives (policy.manifests.native);
+    the pod entry leaves them out, so pods only they judge never reach the webhook.
+    """
+    pod_ps = replace(ps, rules=tuple(r for r in ps.rules if r.id not in native)) if native else ps
     entries = [
-        _pod_entry("pods.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), POD_KINDS), mutating=False),
+        _pod_entry("pods.validate.allot.io", "/validate", target, _for(validating_pod_contributors(pod_ps), POD_KINDS), mutating=False),
         _group_entry(ps, target),
         _workload_entry("workloads.validate.allot.io", "/validate", target, _for(validating_pod_contributors(ps), WORKLOAD_KINDS), mutating=False),
         _release_entry(ps, target),
@@ -344,10 +349,11 @@ def _priority_group_entry(ps: ir.PolicySet, target: Target) -> dict | None:
 _TEMPLATE_PRIORITY = _Contributor(gpu_only=True, scope=None, enforce=False, needs_gpu=True)
 
 
-def mutating_configuration(ps: ir.PolicySet, target: Target = Target()) -> dict:
+def mutating_configuration(ps: ir.PolicySet, target: Target = Target(), native: frozenset[str] = frozenset()) -> dict:
     """The MutatingWebhookConfiguration: GPU pods that a `set`, the default priority or placement patches;
-    upstream PodGroups the default priority patches."""
-    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, _for(mutating_pod_contributors(ps), POD_KINDS), mutating=True),
+    upstream PodGroups the default priority patches. `native`: rules whose sets a MutatingAdmissionPolicy makes."""
+    pod_ps = replace(ps, rules=tuple(r for r in ps.rules if r.id not in native)) if native else ps
+    entries = [_pod_entry("pods.mutate.allot.io", "/mutate", target, _for(mutating_pod_contributors(pod_ps), POD_KINDS), mutating=True),
                _priority_group_entry(ps, target),
                _workload_entry("workloads.mutate.allot.io", "/mutate", target,
                                [_TEMPLATE_PRIORITY] if any(p.default for p in ps.priorities) else [], mutating=True)]

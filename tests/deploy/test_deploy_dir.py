@@ -61,7 +61,8 @@ def test_every_applied_object_validates_against_the_openapi_schema(version):
 
 def test_everything_namespaced_lives_in_allot_system():
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
-                      "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+                      "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     assert {d["metadata"].get("namespace") for d in DOCS if d["kind"] not in cluster_scoped} == {"allot-system"}
 
 

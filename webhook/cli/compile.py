@@ -2,8 +2,9 @@
 
 Writes into OUT (all deterministic, so a committed copy can be checked for drift):
   validating-webhook.yaml, mutating-webhook.yaml, priorityclasses.yaml (when the set
-  declares priorities), allot-bundle.json, and a kustomization.yaml listing them and
-  packing the bundle into the `allot-policy-bundle` ConfigMap.
+  declares priorities), validating-policies.yaml and mutating-policies.yaml (the
+  admission policies of what the API server judges and patches itself, docs/native.md), allot-bundle.json, and a
+  kustomization.yaml listing them and packing the bundle into the `allot-policy-bundle` ConfigMap.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from webhook.errors import UsageError
 VALIDATING_FILE = "validating-webhook.yaml"
 MUTATING_FILE = "mutating-webhook.yaml"
 PRIORITY_FILE = "priorityclasses.yaml"
+NATIVE_FILE = "validating-policies.yaml"
+NATIVE_MUTATING_FILE = "mutating-policies.yaml"
 KUSTOMIZATION_FILE = "kustomization.yaml"
 BUNDLE_CONFIGMAP = "allot-policy-bundle"
 
@@ -36,6 +39,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--url", metavar="https://HOST:PORT",
                         help="call the webhook at this URL (clientConfig.url + /validate, /mutate) instead of the Service")
     parser.add_argument("--sign", metavar="KEY", help="Ed25519 private key (allot bundle keygen) to sign the bundle")
+    parser.add_argument("--kube-version", default="1.36", metavar="1.N",
+                        help="Kubernetes version of the cluster: picks native policies (VAP from 1.30) or the webhook (default: 1.36)")
+    parser.add_argument("--explain", action="store_true", help="say where each block runs: native, webhook or split, and why")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="--explain output: text (default) or json")
 
 
 def read_ca_bundle(path: str) -> str:
@@ -107,27 +114,37 @@ class Written:
     digest: str
     key_id: str | None
     description: tuple[str, ...]
+    plan: object = None  # policy.manifests.native.Plan: where each block runs
 
 
 def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path, *, service: str = "allot",
                   namespace: str = "allot-system", port: int = 443, ca_bundle: str | None = None,
-                  sign_key: str | None = None, url: str | None = None) -> Written:
-    """Write the webhook configurations, PriorityClasses, bundle and kustomization for a checked set into `out`."""
+                  sign_key: str | None = None, url: str | None = None, kube_version: tuple[int, int] | None = None) -> Written:
+    """Write the webhook configurations, native policies, PriorityClasses, bundle and kustomization for a checked set into `out`."""
+    from lang import compile_policies
     from policy.manifests import configurations as manifests
+    from policy.manifests import native
     from webhook import bundle
 
     data = bundle.encode_bundle(sources)
     digest = bundle.compute_digest(sorted(sources))
     target = manifests.Target(service=service, namespace=namespace, port=port, ca_bundle=ca_bundle, digest=digest, url=url)
     out.mkdir(parents=True, exist_ok=True)
-    validating = manifests.validating_configuration(policy_set, target)
-    mutating = manifests.mutating_configuration(policy_set, target)
+    # The native messages name source lines as the webhook does, which compiles the bundle's (relative) paths.
+    bundled, _ = compile_policies(sources)
+    plan = native.plan(bundled or policy_set, kube_version or native.NEWEST)
+    policies = native.validating_policies(plan, (target.namespace, *target.excluded_namespaces), digest)
+    validating = manifests.validating_configuration(policy_set, target, plan.native_pod_blocks)
+    mutating = manifests.mutating_configuration(policy_set, target, plan.native_set_blocks)
+    mutations = native.mutating_policies(plan, (target.namespace, *target.excluded_namespaces), digest)
     classes = manifests.priority_classes(policy_set)
     files = {VALIDATING_FILE: HEADER + dump_yaml([validating]), MUTATING_FILE: HEADER + dump_yaml([mutating])}
-    if classes:
-        files[PRIORITY_FILE] = HEADER + dump_yaml(classes)
-    elif (out / PRIORITY_FILE).exists():
-        (out / PRIORITY_FILE).unlink()  # a stale file would re-create classes the set no longer declares
+    # Stale files would re-create classes or policies the set no longer declares.
+    for name, docs in ((PRIORITY_FILE, classes), (NATIVE_FILE, policies), (NATIVE_MUTATING_FILE, mutations)):
+        if docs:
+            files[name] = HEADER + dump_yaml(docs)
+        elif (out / name).exists():
+            (out / name).unlink()
     for name, text in files.items():
         write_text(out / name, text)
     write_text(out / KUSTOMIZATION_FILE, _kustomization(list(files), namespace))
@@ -142,7 +159,7 @@ def write_outputs(policy_set, sources: list[tuple[str, str]], out: pathlib.Path,
         except bundle.BundleError as exc:
             raise UsageError(f"--sign {sign_key}: {exc}") from None
     return Written((*files, bundle.BUNDLE_FILE, KUSTOMIZATION_FILE), digest, key_id,
-                   tuple(describe(validating) + describe(mutating)))
+                   tuple(describe(validating) + describe(mutating)), plan)
 
 
 def run(args) -> int:
@@ -162,6 +179,12 @@ def run(args) -> int:
     url = check_url(args.url) if args.url else None
     if args.sign and not pathlib.Path(args.sign).is_file():
         raise UsageError(f"--sign {args.sign}: no such key file")
+    from policy.manifests import native
+
+    try:
+        kube_version = native.parse_version(args.kube_version)
+    except ValueError as exc:
+        raise UsageError(f"--kube-version: {exc}") from None
     policy_set, diags = _compile(sources)
     if diags is None:
         return 2
@@ -176,13 +199,27 @@ def run(args) -> int:
     try:
         written = write_outputs(policy_set, relative_sources(args.policy, sources), pathlib.Path(args.output),
                                 service=args.service, namespace=args.namespace, port=args.port, ca_bundle=ca,
-                                sign_key=args.sign, url=url)
+                                sign_key=args.sign, url=url, kube_version=kube_version)
     except OSError as exc:
         raise UsageError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
+    if args.explain and args.format == "json":
+        import json
+
+        print(json.dumps({"files": list(written.files), "digest": written.digest,
+                          "blocks": [p.as_json() for p in written.plan.placements], "notes": list(written.plan.notes)},
+                         indent=2))
+        return 0
     print(f"wrote {args.output}: {', '.join(written.files)} ({written.digest}"
           f"{f', signed by key {written.key_id}' if written.key_id else ''})")
     for line in written.description:
         print(line)
+    if args.explain:
+        print("where each block runs:")
+        for line in native.explain_lines(written.plan):
+            print(line)
+    else:
+        for note in written.plan.notes:
+            print(f"note: {note}")
     if not args.sign:
         print(f"note: the bundle is unsigned; `allot serve --trust` refuses it until "
               f"`allot bundle sign --key KEY {pathlib.Path(args.output) / 'allot-bundle.json'}`")
