@@ -239,7 +239,7 @@ def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube,
     shards = core.list_namespaced_config_map(replicas["ledger_ns"], label_selector="allot.dev/ledger=reservations").items
     shards = [c for c in shards if not c.metadata.name.endswith("-want")]  # escrow's want objects hold no quota
     assert len(shards) == 2 or len(shards) == 1  # one per quota root that has taken a hold (or a kept slice)
-    # Pods a replica admitted inside its slice are charged as sums (webhook/server/admitted.py): "unseen" until
+    # Pods a replica admitted inside its slice are charged as sums (webhook/ledger/admitted.py): "unseen" until
     # the writer's own watch shows them, then "seen" (a reader whose watch is past it counts the pods instead).
     wait_for("every slice pod moved to a seen sum", lambda: not any(
         "/unseen-" in k for k in _shard_holds(core, replicas["ledger_ns"], "ledger-e2e")), timeout=15)
@@ -256,7 +256,7 @@ def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube,
 
 def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kube, replicas):
     from policy.blocks.quota import RESERVATION_TTL
-    from webhook.server.ledger import PRUNE_INTERVAL
+    from webhook.ledger.cluster import PRUNE_INTERVAL
 
     core = _core(kube)
     ns = replicas["killed_ns"]

@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from webhook.server import review as rv
-from webhook.server.ledger import decide_committed
+from webhook.ledger.cluster import decide_committed
 
 log = logging.getLogger("allot.server")
 STATE = web.AppKey("allot_state", object)
@@ -177,7 +177,7 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
 
 def _peer_handler(executor) -> Callable[[web.Request], Awaitable[web.Response]]:
     """`POST /peer/{validate,mutate}`: another replica's request, decided here and admitted only inside this replica's slice (peers.py)."""
-    from webhook.server import peers
+    from webhook.ledger import peers
 
     async def handle(request: web.Request) -> web.Response:
         start = time.perf_counter()

@@ -121,7 +121,7 @@ class State:
         self.tls: dict = {}
         self.engine = None
         self.snapshot = snapshot
-        self.ledger: Any = None  # webhook/server/ledger.py ClusterLedger when holds are shared through the API
+        self.ledger: Any = None  # webhook/ledger/cluster.py ClusterLedger when holds are shared through the API
         if engine is not None:
             self.swap_engine(engine, PolicyStatus(generation=1, source="(given)"))
 
@@ -174,7 +174,7 @@ class State:
                 "namespace": self.ledger.namespace, "replica": self.ledger.replica, "synced": self.ledger.synced,
                 "shards": len(self.ledger.shards), "error": self.ledger.error,
                 "watch_events": self.ledger.watch_events, "relists": self.ledger.relists,
-                "peer": getattr(self.ledger, "peer_key", None),  # the peer channel's entry (webhook/server/peers.py), or None
+                "peer": getattr(self.ledger, "peer_key", None),  # the peer channel's entry (webhook/ledger/peers.py), or None
             },
         }
         return not problems, detail

@@ -19,9 +19,9 @@ from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post,
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
-from webhook.server.admitted import PREFIX as SUMS_PREFIX
-from webhook.server.escrow import ESCROW_PREFIX, WANT_PREFIX
-from webhook.server.peers import PEER_PREFIX, PeerKeys
+from webhook.ledger.admitted import PREFIX as SUMS_PREFIX
+from webhook.ledger.escrow import ESCROW_PREFIX, WANT_PREFIX
+from webhook.ledger.peers import PEER_PREFIX, PeerKeys
 
 QUOTA = 64
 
@@ -211,8 +211,8 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
 
 
 def test_a_slice_admits_only_while_its_pods_would_be_recorded_or_seen_before_it_expires():
-    from webhook.server.escrow import SLICE_MARGIN, SLICE_RENEW, SLICE_TTL
-    from webhook.server.ledger import SETTLE
+    from webhook.ledger.escrow import SLICE_MARGIN, SLICE_RENEW, SLICE_TTL
+    from webhook.ledger.cluster import SETTLE
 
     assert SLICE_MARGIN >= SETTLE + 5.0  # every replica's watch shows an admitted pod before its slice stops counting
     assert 0 < SLICE_RENEW < SLICE_TTL - SLICE_MARGIN
@@ -279,7 +279,7 @@ def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly
 def test_a_denial_waits_only_for_what_other_slices_could_give_back(policy_dir):
     """The honest-denial rule, on shard contents as another replica would write them (no server needed)."""
     from webhook.server import review as rv
-    from webhook.server.escrow import REPLY_PREFIX, WANT_SUFFIX
+    from webhook.ledger.escrow import REPLY_PREFIX, WANT_SUFFIX
 
     async def scenario():
         state = plain_replica(policy_dir, "http://127.0.0.1:9")  # never called: the shards are loaded by hand
@@ -327,7 +327,7 @@ def test_another_replicas_slice_counts_here_for_as_long_as_its_shard_says(tmp_pa
     e2e killed-replica test then counted the other's slice as free, and over-admitted.)
     """
     from webhook.server import review as rv
-    from webhook.server.ledger import shard_name
+    from webhook.ledger.cluster import shard_name
 
     (tmp_path / "q.policy").write_text('quota team-a {\n  for namespace matches "team-a*"\n  gpus 64\n}\n'
                                        'quota team-b {\n  for namespace matches "team-b*"\n  gpus 64\n}\n')

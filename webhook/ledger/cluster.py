@@ -21,14 +21,14 @@ Workload holds (`wl:ns/Kind/name`: an admitted Deployment, Job, ... holding its 
 quota until its pods come) are in the shards too, shared by every replica: any replica
 answering a member pod takes the pod's share from the workload's entry in the same
 compare-and-swap as the pod's own hold, as a delta applied to the entry as written
-(webhook/server/ledger_ops.py); a take the entry no longer covers is decided again. A
+(webhook/ledger/workloads.py); a take the entry no longer covers is decided again. A
 replica counts such an entry as the shard holds it plus its own changes not written
 yet. Releases (scale down, DELETE, suspension) are written after the answer (releasing
 late only over-counts); a release seen by the watch is remembered and the entry pruned.
 
 `ClusterLedger` is this module's writing side (commit, the grouped writes, releases) with
-three parts mixed in: the reading side (webhook/server/ledger_mirror.py), slices
-(webhook/server/escrow.py) and the peer channel (webhook/server/peers.py).
+three parts mixed in: the reading side (webhook/ledger/mirror.py), slices
+(webhook/ledger/escrow.py) and the peer channel (webhook/ledger/peers.py).
 """
 
 from __future__ import annotations
@@ -48,12 +48,14 @@ import orjson
 
 from policy.blocks.holdbook import book_of
 from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
-from webhook.server import apiclient, ledger_gangs, ledger_ops
-from webhook.server.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
-from webhook.server.escrow import Escrow
-from webhook.server.ledger_api import CALL_TIMEOUT, LABEL, SELECTOR, WATCH_SECONDS, ShardApi, _gated, _post  # noqa: F401 (re-exported)
-from webhook.server.ledger_mirror import Mirror, _entries, _settle, _well_formed, newer  # noqa: F401 (re-exported)
-from webhook.server.peers import Peering
+from webhook.ledger import apiclient
+from webhook.ledger import gangs as ledger_gangs
+from webhook.ledger import workloads as ledger_ops
+from webhook.ledger.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
+from webhook.ledger.escrow import Escrow
+from webhook.ledger.shardapi import CALL_TIMEOUT, LABEL, SELECTOR, WATCH_SECONDS, ShardApi, _gated, _post  # noqa: F401 (re-exported)
+from webhook.ledger.mirror import Mirror, _entries, _settle, _well_formed, newer  # noqa: F401 (re-exported)
+from webhook.ledger.peers import Peering
 
 log = logging.getLogger("allot.ledger")
 PREFIX = "allot-ledger-"
@@ -137,7 +139,7 @@ class ClusterLedger(ShardApi, Mirror, Escrow, Peering):
         cfg = copy.copy(api_client.configuration)
         cfg.connection_pool_maxsize = 4
         self.core = client.CoreV1Api(client.ApiClient(cfg))
-        # Shard gets and writes on this loop (webhook/server/apiclient.py); None: through `core` in threads.
+        # Shard gets and writes on this loop (webhook/ledger/apiclient.py); None: through `core` in threads.
         self.api = apiclient.for_client(self.core.api_client)
         self.namespace = namespace
         self.state = state
@@ -179,7 +181,7 @@ class ClusterLedger(ShardApi, Mirror, Escrow, Peering):
             self.roots, self._engine = quota_roots(engine), engine
         return shard_name(self.roots.get(qid, qid))
 
-    # -- reading: the first list, then the watch (what a read brings in: ledger_mirror.py) --
+    # -- reading: the first list, then the watch (what a read brings in: mirror.py) --
 
     async def start(self) -> None:
         """Read every shard once (readiness waits for it), retrying until the API answers."""

@@ -1,7 +1,7 @@
 """The peer channel: a request that only another replica's slice denies is decided by that replica, over HTTPS, with no API write.
 
 Without it such a denial writes a `want` into the API and waits for the holder's answer
-there (webhook/server/escrow.py): two writes and two watch deliveries, the slowest
+there (webhook/ledger/escrow.py): two writes and two watch deliveries, the slowest
 requests of a burst's end. With it the replica sends the AdmissionReview itself to the
 slice's holder (`POST /peer/validate` or `/peer/mutate`), which decides it as its own
 request and answers "admitted" only if its holds fit inside its own slice (no write: the
