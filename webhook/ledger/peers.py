@@ -242,7 +242,7 @@ class Peering:
 
     def admit_asked(self, taken: list, loop) -> bool:
         """A peer's request decided here: True if its holds fit inside this replica's slices (admitted, no write)."""
-        if not (self.escrow and self.synced):
+        if not self.escrow or self.stale() is not None:  # a peer is lent only from a view this replica can vouch for
             return False
         by_shard, changes, gangs = self._parts(taken)
         if changes or gangs or any(name not in self.shards for name in by_shard):

@@ -154,7 +154,7 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
         state.swap_snapshot(ClusterSnapshot(), source=o.kubeconfig or "in-cluster", synced=False)
         tasks.append(ClusterWatcher(state, api).run)
         if o.ledger:
-            from webhook.ledger.cluster import ClusterLedger
+            from webhook.ledger import ClusterLedger
 
             state.ledger = ClusterLedger(api, o.ledger, state=state, escrow=o.ledger_escrow)
             log.info("ledger in namespace %s, %s", o.ledger,
@@ -199,8 +199,6 @@ async def start(o: ServeOptions) -> Running:
 
 async def _listen_peers(runner: web.AppRunner, address: str, state: State, reloading: tls.ReloadingTLS) -> None:
     """A listener of this process's own on `address` for the peer channel (webhook/ledger/peers.py), advertised in the ledger."""
-    from webhook.ledger.peers import PeerKeys
-
     site = web.TCPSite(runner, address, 0, ssl_context=reloading.base)
     try:
         await site.start()
@@ -209,7 +207,7 @@ async def _listen_peers(runner: web.AppRunner, address: str, state: State, reloa
         raise StartError(f"cannot listen on {address} for the peer channel: {exc.strerror or exc}") from None
     port = runner.addresses[-1][1]
     host = f"[{address}]" if ":" in address else address
-    state.ledger.enable_peers(f"{host}:{port}", PeerKeys(reloading))
+    state.ledger.enable_peer_channel(f"{host}:{port}", reloading)
     log.info("peer channel on https://%s:%d", host, port)
 
 
