@@ -26,9 +26,10 @@ replica counts such an entry as the shard holds it plus its own changes not writ
 yet. Releases (scale down, DELETE, suspension) are written after the answer (releasing
 late only over-counts); a release seen by the watch is remembered and the entry pruned.
 
-`ClusterLedger` is this module's writing side (commit, the grouped writes, releases) with
-three parts mixed in: the reading side (webhook/ledger/mirror.py), slices
-(webhook/ledger/escrow.py) and the peer channel (webhook/ledger/peers.py).
+`ClusterLedger` composes the package's parts, each a module: the face the server calls
+(webhook/ledger/face.py), the writing side (writer.py), the API calls (shardapi.py), the
+reading side (mirror.py), slices (escrow.py) and the peer channel (peers.py); this module
+adds the first read and the background task.
 """
 
 from __future__ import annotations
