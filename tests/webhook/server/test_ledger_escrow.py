@@ -475,3 +475,33 @@ def test_another_replicas_slice_pod_sums_count_here_until_this_replicas_watch_sh
         assert ledger.returnable(denied) == {(SHARD, "quota team-a"): 9000}
 
     asyncio.run(scenario())
+
+
+def test_a_replica_whose_view_is_stale_admits_nothing_from_it_not_even_inside_its_slice(pki, policy_dir):
+    """`Face.stale()` is the one freshness hook (issue 35 builds its bound there): a reason from it stops slice admissions,
+    peer loans and readiness, with the reason said."""
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            state = plain_replica(policy_dir, url)
+            async with running(state, pki, tasks=(state.ledger.run,)) as (u, s, _):
+                await until_ready(state)
+                await until("a slice claimed ahead of demand", lambda: len(slices_held(double)) == 1, 15.0)
+                assert await wave([(u, s)], ["fresh"]) == 1 and state.ledger.slice_admits == 1  # inside the slice
+                state.ledger.stale = lambda: "the test says this view is old"
+                status, doc = await post(s, f"{u}/validate?timeout=5s", review(pod("stale", gpus=1)))
+                assert status == 200 and doc["response"]["allowed"] is False  # --on-error deny, though the slice has room
+                assert "the test says this view is old" in doc["response"]["status"]["message"]
+                assert state.ledger.slice_admits == 1
+                r = rv.decode(orjson.dumps(review(pod("asked", gpus=1))), state)
+                assert rv.decide(r, mutate=False, state=state, now=time.time()).allowed and r.taken
+                assert state.ledger.admit_asked(r.taken, asyncio.get_running_loop()) is False  # nothing lent to a peer
+                ready, detail = state.ready()
+                assert not ready and "the test says this view is old" in detail["problems"]
+        finally:
+            await double.stop()
+
+    from webhook.server import review as rv
+
+    asyncio.run(scenario())
