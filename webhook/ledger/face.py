@@ -17,7 +17,6 @@ from policy.cluster.ledger import RELEASES, WorkloadChange
 from webhook.ledger.shardapi import _gated
 from webhook.ledger.shards import MAX_ATTEMPTS, LedgerUnavailable
 
-
 # Besides `Face`'s methods, the server reads these of `ClusterLedger`: the view a decision is made on
 # (`review.view`: a decision older than a shard's last foreign read is decided again), whether slices are
 # kept (`--ledger-escrow`, logged at start), and the background task.
