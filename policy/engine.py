@@ -241,7 +241,7 @@ def commit_reservations(ctx: Context, taken: list | None = None) -> None:
     """Hold the admitted pod's quota charges until the snapshot shows it (appended to `taken`); an admitted workload's until its pods take them.
 
     Workload holds and a pod's take from one go to `taken` as `WorkloadChange`s, so a
-    cluster ledger writes them with the pod holds (webhook/server/ledger.py).
+    cluster ledger writes them with the pod holds (webhook/ledger/cluster.py).
     """
     w = ctx.w
     workload = w.template_paths and w.kind in HELD_KINDS and w.name and not controlled_child(w)

@@ -10,7 +10,7 @@ kept here per ledger (so, like the holds, they outlive any one engine):
   `demand - new demand`, so the same scale decided twice (a client's retry, the API
   server's re-invocation) releases once, never twice.
 
-With a cluster ledger (webhook/server/ledger.py) the book also keeps which holds ended
+With a cluster ledger (webhook/ledger/cluster.py) the book also keeps which holds ended
 here (deleted, finished): another replica's copy of such a hold in a shard is not counted
 again, and is dropped from the shard by the next prune.
 """

@@ -120,7 +120,8 @@ def replicas(kube, cluster, tmp_path_factory):
 
     run = cluster["run"]
     ns, killed_ns, ledger_ns, wl_ns, gang_ns = f"lq-{run}", f"lk-{run}", f"ledger-{run}", f"lw-{run}", f"lg-{run}"
-    for name in (ns, killed_ns, ledger_ns, wl_ns, gang_ns):
+    paused_ns = f"lp-{run}"
+    for name in (ns, killed_ns, ledger_ns, wl_ns, gang_ns, paused_ns):
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # A rack of its own for the gang test, larger than any the other suites use (rack r1 may be held
     # by their gangs' annotated pods: a replica restores such holds from the pods it watches).
@@ -128,7 +129,7 @@ def replicas(kube, cluster, tmp_path_factory):
     for name in rack_nodes:
         kube.create(kit.node(name, f"lg-{run}"))
         kube.run("patch", "node", name, "--subresource=status", "--type=merge", "-p", kit.node_status(8))
-    for name in (ns, killed_ns, wl_ns, gang_ns):
+    for name in (ns, killed_ns, wl_ns, gang_ns, paused_ns):
         wait_for(f"serviceaccount default in {name}",
                  lambda name=name: kube.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0)
     work = tmp_path_factory.mktemp("allot-ledger-e2e")
@@ -138,6 +139,7 @@ def replicas(kube, cluster, tmp_path_factory):
     pdir.mkdir()
     (pdir / "q.policy").write_text(f'quota ledger-e2e {{\n  for namespace == "{ns}"\n  gpus {QUOTA}\n}}\n'
                                    f'quota ledger-kill {{\n  for namespace == "{killed_ns}"\n  gpus {QUOTA}\n}}\n'
+                                   f'quota ledger-pause {{\n  for namespace == "{paused_ns}"\n  gpus {QUOTA}\n}}\n'
                                    f'quota ledger-wl {{\n  for namespace == "{wl_ns}"\n  gpus {WL_QUOTA}\n}}\n'
                                    f'topology fabric {{\n  rack "{RACK}"\n  host "kubernetes.io/hostname"\n}}\n'
                                    f'gang ledger-racks {{\n  for namespace == "{gang_ns}"\n  require topology fabric.rack\n'
@@ -165,7 +167,7 @@ def replicas(kube, cluster, tmp_path_factory):
             return any(d.get("name") == "probe" and d.get("namespace") == ns for s in servers for d in s.decisions())
 
         wait_for("the ledger webhook configuration to take effect", called, timeout=30, every=0.5)
-        yield {"ns": ns, "killed_ns": killed_ns, "ledger_ns": ledger_ns, "wl_ns": wl_ns, "gang_ns": gang_ns,
+        yield {"ns": ns, "killed_ns": killed_ns, "paused_ns": paused_ns, "ledger_ns": ledger_ns, "wl_ns": wl_ns, "gang_ns": gang_ns,
                "servers": servers, "run": run, "proxy": proxy, "rack_nodes": rack_nodes}
     finally:
         kube.run("delete", "validatingwebhookconfiguration", f"allot-ledger-{run}", "--ignore-not-found", check=False)
@@ -173,7 +175,7 @@ def replicas(kube, cluster, tmp_path_factory):
             proxy.stop()
         for s in servers:
             s.stop()
-        for name in (ns, killed_ns, ledger_ns, wl_ns, gang_ns):
+        for name in (ns, killed_ns, ledger_ns, wl_ns, gang_ns, paused_ns):
             kube.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
         for name in rack_nodes:
             kube.run("delete", "node", name, "--ignore-not-found", check=False)
@@ -238,8 +240,10 @@ def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube,
     assert sum(1 for a in answered for d in a if d["result"] == "allowed") == QUOTA  # together, exact
     shards = core.list_namespaced_config_map(replicas["ledger_ns"], label_selector="allot.dev/ledger=reservations").items
     shards = [c for c in shards if not c.metadata.name.endswith("-want")]  # escrow's want objects hold no quota
-    assert len(shards) == 2 or len(shards) == 1  # one per quota root that has taken a hold (or a kept slice)
-    # Pods a replica admitted inside its slice are charged as sums (webhook/server/admitted.py): "unseen" until
+    # one per quota root that has taken a hold or keeps a slice: ledger-e2e, and ledger-kill and ledger-pause
+    # (64 GPUs each: sliced) once their replicas' keepers claim there
+    assert 1 <= len(shards) <= 3
+    # Pods a replica admitted inside its slice are charged as sums (webhook/ledger/admitted.py): "unseen" until
     # the writer's own watch shows them, then "seen" (a reader whose watch is past it counts the pods instead).
     wait_for("every slice pod moved to a seen sum", lambda: not any(
         "/unseen-" in k for k in _shard_holds(core, replicas["ledger_ns"], "ledger-e2e")), timeout=15)
@@ -254,9 +258,36 @@ def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube,
     assert sum(h[1] for k, v in holds.items() if k.startswith("escrow/") for h in v[1]) + 1000 * len(names) <= 1000 * QUOTA
 
 
+def test_a_replica_paused_past_its_slices_lifetime_over_admits_nothing(kube, replicas):
+    """SIGSTOP one of the three replicas longer than a slice lives, send a burst (its share waits on it), SIGCONT: at most the quota."""
+    import signal
+
+    from webhook.ledger.escrow import SLICE_TTL
+
+    core = _core(kube)
+    ns = replicas["paused_ns"]
+    live = [s for s in replicas["servers"] if s.proc.poll() is None]
+    assert len(live) == REPLICAS  # (runs before the killed-replica test)
+    first = _creates(core, ns, [f"p{i}" for i in range(QUOTA // 4)])  # every replica busy in this quota's shard
+    paused = live[0]
+    paused.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(SLICE_TTL + 5)  # past its slice's lifetime: the others count it no longer
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            burst = pool.submit(_creates, core, ns, [f"q{i}" for i in range(2 * QUOTA)])
+            time.sleep(3)  # requests dealt to the paused replica are waiting on it
+            paused.proc.send_signal(signal.SIGCONT)
+            more = burst.result()
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)
+    stored = len(core.list_namespaced_pod(ns).items)
+    assert first + more == stored <= QUOTA, (first, more, stored)
+    wait_for("the resumed replica to be ready again", lambda: paused.readyz()["ledger"]["synced"], timeout=30)
+
+
 def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kube, replicas):
     from policy.blocks.quota import RESERVATION_TTL
-    from webhook.server.ledger import PRUNE_INTERVAL
+    from webhook.ledger.cluster import PRUNE_INTERVAL
 
     core = _core(kube)
     ns = replicas["killed_ns"]

@@ -21,7 +21,6 @@ import orjson
 from aiohttp import web
 
 from webhook.server import review as rv
-from webhook.server.ledger import decide_committed
 
 log = logging.getLogger("allot.server")
 STATE = web.AppKey("allot_state", object)
@@ -145,20 +144,19 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
                 answer = await _decide(review, mutate=mutate, state=state, now=now, budget=budget, executor=executor)
             decision, doc, cause = answer
             # Holds to commit before "allowed" leaves; with escrow, a denial may wait for other replicas' slices.
-            if state.ledger is not None and (review.taken or (review.taken is not None and state.ledger.escrow
-                                                               and not decision.allowed)):
+            if state.ledger is not None and state.ledger.involves(review, decision):
                 end = start + allowance
 
                 def redo():  # decided again like the first time: inline if the gate is free, else on a thread
                     return _decide(review, mutate=mutate, state=state, now=now,
                                    budget=end - time.perf_counter(), executor=executor)
 
-                entered = time.perf_counter()
-                decision, doc, cause, review.attempts = await decide_committed(
-                    review, decision, doc, cause, mutate=mutate, state=state, now=now, budget_end=end, redo=redo,
+                def fail(cause, message):  # the ledger cannot answer: the --on-error decision
+                    return rv.failure(review, mutate=mutate, state=state, cause=cause, message=message)
+
+                decision, doc, cause, review.attempts = await state.ledger.commit_decision(
+                    review, decision, doc, cause, mutate=mutate, state=state, budget_end=end, redo=redo, fail=fail,
                 )
-                if state.ledger.escrow:
-                    state.ledger.escrow_metrics.request.observe(time.perf_counter() - entered)
             seconds = time.perf_counter() - start
             # Metrics and the log line are not part of the answer: they run on the loop's next
             # turn, after the response is written, while the API server reads it (~25 us that
@@ -176,8 +174,7 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
 
 
 def _peer_handler(executor) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """`POST /peer/{validate,mutate}`: another replica's request, decided here and admitted only inside this replica's slice (peers.py)."""
-    from webhook.server import peers
+    """`POST /peer/{validate,mutate}`: another replica's request, decided here and admitted only inside this replica's slice (webhook/ledger/peers.py)."""
 
     async def handle(request: web.Request) -> web.Response:
         start = time.perf_counter()
@@ -185,37 +182,36 @@ def _peer_handler(executor) -> Callable[[web.Request], Awaitable[web.Response]]:
         state = request.app[STATE]
         ledger = state.ledger
         endpoint = request.match_info["endpoint"]
-        if ledger is None or ledger.peer_keys is None or endpoint not in ("validate", "mutate"):
+        if ledger is None or not ledger.peer_channel() or endpoint not in ("validate", "mutate"):
             return _json({"error": "NotFound", "message": "no peer channel here"}, 404)
         try:
             body = await _body(request, state)
         except rv.BadReview as exc:
             return _json(exc.body(), exc.status)
-        digest, allowance = request.headers.get(peers.DIGEST, ""), request.headers.get(peers.BUDGET, "")
-        if not ledger.peer_keys.current().verify(request.headers.get(peers.SIGNATURE), request.path, digest, allowance,
-                                                 body, now):
+        try:
+            asked = ledger.peer_ask(request.headers, request.path, body, now)
+        except ValueError as exc:
+            return _json({"error": "BadBudget", "message": str(exc)}, 400)
+        if asked is None:
             state.metrics.bad_requests.labels("PeerUnsigned").inc()
             return _json({"error": "Forbidden", "message": "not signed with this replica set's serving key"}, 403)
+        digest, allowance = asked
         if digest != state.policy.digest:  # another policy: its decision is not this replica's to make
-            return _json(ledger.peer_reply(False))
+            return _json(ledger.decline_peer())
         try:
-            budget = min(float(allowance), peers.ASK_MAX) - (time.perf_counter() - start)
+            budget = allowance - (time.perf_counter() - start)
             review = rv.decode(body, state)
-        except ValueError:
-            return _json({"error": "BadBudget", "message": f"{peers.BUDGET} is not a number"}, 400)
         except rv.BadReview as exc:
             state.metrics.bad_requests.labels(exc.reason).inc()
             return _json(exc.body(), exc.status)
         mutate = endpoint == "mutate"
         decision, doc, cause = await _decide(review, mutate=mutate, state=state, now=now, budget=budget, executor=executor)
+        admitted, reply = ledger.answer_peer(review, decision, doc, cause)
         loop = asyncio.get_running_loop()
-        admitted = decision.allowed and cause is None and (not review.taken or ledger.admit_asked(review.taken, loop))
-        if not admitted and review.taken:
-            state.gate.run(ledger.undo, review.taken)  # not admitted here: its holds must not count
         logged = decision if admitted else dataclasses.replace(decision, allowed=False)  # what the asker was told: no
         loop.call_soon(_account, review, logged, "peer", state, now, time.perf_counter() - start,
                        None if admitted else "peer_declined")
-        return _json(ledger.peer_reply(admitted, doc, decision))
+        return _json(reply)
 
     return handle
 
@@ -256,9 +252,8 @@ def make_app(state, *, tasks: tuple[Callable[[], Awaitable[None]], ...] = (), wo
         for t in running:
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)
-        peers = getattr(state.ledger, "peers", None)
-        if peers is not None:
-            await peers.close()
+        if state.ledger is not None:
+            await state.ledger.close()
         executor.shutdown(wait=False, cancel_futures=True)
 
     app.cleanup_ctx.append(background)

@@ -55,8 +55,8 @@ class ServeOptions:
     buffered_log: bool = True  # flushed every 0.25 s: one write per batch instead of one per request
     max_body: int = DEFAULT_MAX_BODY
     reuse_port: bool = False  # SO_REUSEPORT: `--workers` processes share one port
-    ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/server/ledger.py); None: holds stay local
-    ledger_escrow: bool = True  # slices kept and returned on demand (webhook/server/escrow.py); False: a write per admission
+    ledger: str | None = None  # namespace of the cluster reservation ledger (webhook/ledger/cluster.py); None: holds stay local
+    ledger_escrow: bool = True  # slices kept and returned on demand (webhook/ledger/escrow.py); False: a write per admission
     extra_sans: tuple[str, ...] = field(default=())
     peer_address: str | None = None  # the peer channel's listener (a port of its own on this address); None: no channel
 
@@ -154,7 +154,7 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
         state.swap_snapshot(ClusterSnapshot(), source=o.kubeconfig or "in-cluster", synced=False)
         tasks.append(ClusterWatcher(state, api).run)
         if o.ledger:
-            from webhook.server.ledger import ClusterLedger
+            from webhook.ledger import ClusterLedger
 
             state.ledger = ClusterLedger(api, o.ledger, state=state, escrow=o.ledger_escrow)
             log.info("ledger in namespace %s, %s", o.ledger,
@@ -198,9 +198,7 @@ async def start(o: ServeOptions) -> Running:
 
 
 async def _listen_peers(runner: web.AppRunner, address: str, state: State, reloading: tls.ReloadingTLS) -> None:
-    """A listener of this process's own on `address` for the peer channel (webhook/server/peers.py), advertised in the ledger."""
-    from webhook.server.peers import PeerKeys
-
+    """A listener of this process's own on `address` for the peer channel (webhook/ledger/peers.py), advertised in the ledger."""
     site = web.TCPSite(runner, address, 0, ssl_context=reloading.base)
     try:
         await site.start()
@@ -209,7 +207,7 @@ async def _listen_peers(runner: web.AppRunner, address: str, state: State, reloa
         raise StartError(f"cannot listen on {address} for the peer channel: {exc.strerror or exc}") from None
     port = runner.addresses[-1][1]
     host = f"[{address}]" if ":" in address else address
-    state.ledger.enable_peers(f"{host}:{port}", PeerKeys(reloading))
+    state.ledger.enable_peer_channel(f"{host}:{port}", reloading)
     log.info("peer channel on https://%s:%d", host, port)
 
 

@@ -121,7 +121,7 @@ class State:
         self.tls: dict = {}
         self.engine = None
         self.snapshot = snapshot
-        self.ledger: Any = None  # webhook/server/ledger.py ClusterLedger when holds are shared through the API
+        self.ledger: Any = None  # webhook/ledger ClusterLedger when holds are shared through the API; only its face is called (webhook/ledger/face.py)
         if engine is not None:
             self.swap_engine(engine, PolicyStatus(generation=1, source="(given)"))
 
@@ -157,8 +157,9 @@ class State:
             problems.append("no policy set loaded" + (f": {self.policy.last_error}" if self.policy.last_error else ""))
         if self.snapshot is None or not self.cluster.synced:
             problems.append("cluster state not synced yet")
-        if self.ledger is not None and not self.ledger.synced:
-            problems.append("reservation ledger not read yet" + (f": {self.ledger.error}" if self.ledger.error else ""))
+        problem = None if self.ledger is None else self.ledger.not_ready()
+        if problem is not None:
+            problems.append(problem)
         detail = {
             "ready": not problems,
             "priority_classes": {"drift": [d.to_json() for d in self.priority_drift()]},
@@ -170,12 +171,7 @@ class State:
             "mode": self.mode,
             "digest": self.policy.digest,
             "decisions": self.gate.detail(),  # updates waiting on a decision thread: a hung one shows here
-            "ledger": None if self.ledger is None else {
-                "namespace": self.ledger.namespace, "replica": self.ledger.replica, "synced": self.ledger.synced,
-                "shards": len(self.ledger.shards), "error": self.ledger.error,
-                "watch_events": self.ledger.watch_events, "relists": self.ledger.relists,
-                "peer": getattr(self.ledger, "peer_key", None),  # the peer channel's entry (webhook/server/peers.py), or None
-            },
+            "ledger": None if self.ledger is None else self.ledger.detail(),
         }
         return not problems, detail
 

@@ -1,10 +1,10 @@
-"""Slice pods as sums (webhook/server/admitted.py): what a write puts in the shard, and what a reader counts of it."""
+"""Slice pods as sums (webhook/ledger/admitted.py): what a write puts in the shard, and what a reader counts of it."""
 
 from __future__ import annotations
 
 import pytest
 
-from webhook.server import admitted
+from webhook.ledger import admitted
 
 Q = "quota team-a"
 

@@ -1,4 +1,4 @@
-"""The ledger's aiohttp path (webhook/server/apiclient.py) against the API double and real HTTPS servers.
+"""The ledger's aiohttp path (webhook/ledger/apiclient.py) against the API double and real HTTPS servers.
 
 Every server here is real: the double's protocol (webhook/bench/apidouble.py) served
 plain or over TLS with certificates from webhook/certs.py, a client certificate the
@@ -26,9 +26,9 @@ from kubernetes import client
 
 from webhook import certs
 from webhook.bench.apidouble import ApiDouble, api_client
-from webhook.server import apiclient
-from webhook.server.apiclient import ApiError
-from webhook.server.ledger import CALL_TIMEOUT, ClusterLedger
+from webhook.ledger import apiclient
+from webhook.ledger.apiclient import ApiError
+from webhook.ledger.cluster import CALL_TIMEOUT, ClusterLedger
 
 NS = "allot-system"
 

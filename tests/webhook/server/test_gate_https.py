@@ -209,7 +209,7 @@ def test_off_loop_decisions_admit_exactly_the_quota_while_watch_events_arrive(pk
 
 
 def test_a_reload_and_a_ledger_update_wait_for_a_deciding_thread(tmp_path):
-    from webhook.server import ledger
+    from webhook.ledger import cluster as ledger
     from webhook.server.reload import PolicyReloader, PolicySource
     from webhook.server.state import PolicyStatus
 

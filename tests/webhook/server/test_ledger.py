@@ -1,6 +1,6 @@
 """The cluster reservation ledger: two replicas over real HTTPS, one API double speaking the Kubernetes protocol.
 
-The replicas write their holds (over aiohttp, webhook/server/apiclient.py, or the real `kubernetes` client) to ConfigMaps in
+The replicas write their holds (over aiohttp, webhook/ledger/apiclient.py, or the real `kubernetes` client) to ConfigMaps in
 the double (webhook/bench/apidouble.py), which answers 409 on a stale resourceVersion.
 """
 
@@ -17,7 +17,7 @@ from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.server import review as rv
 from webhook.server.decisionlog import DecisionLog
-from webhook.server.ledger import ClusterLedger, shard_name
+from webhook.ledger.cluster import ClusterLedger, shard_name
 from webhook.server.reload import PolicyReloader, PolicySource
 from webhook.server.state import State, warm_engine
 
@@ -51,7 +51,7 @@ def policy_dir(tmp_path_factory):
 
 @pytest.fixture(params=["aiohttp", "threads"])
 def write_path(request, monkeypatch):
-    """Both ways shards are read and written: on the loop (webhook/server/apiclient.py) and the threaded fallback."""
+    """Both ways shards are read and written: on the loop (webhook/ledger/apiclient.py) and the threaded fallback."""
     if request.param == "threads":
         monkeypatch.setenv("ALLOT_LEDGER_HTTP", "threads")
     return request.param

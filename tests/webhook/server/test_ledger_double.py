@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from webhook.bench.apidouble import ApiDouble, api_client
-from webhook.server.ledger import newer
+from webhook.ledger.cluster import newer
 
 NS = "allot-system"
 MERGE_PATCH = "application/merge-patch+json"

@@ -19,9 +19,9 @@ from tests.webhook.server.test_ledger import NS, SHARD, commit_unanswered, post,
 from tests.webhook.server.test_ledger import replica as plain_replica
 from tests.webhook.wh_harness import make_pki, pod, review, running
 from webhook.bench.apidouble import ApiDouble
-from webhook.server.admitted import PREFIX as SUMS_PREFIX
-from webhook.server.escrow import ESCROW_PREFIX, WANT_PREFIX
-from webhook.server.peers import PEER_PREFIX, PeerKeys
+from webhook.ledger.admitted import PREFIX as SUMS_PREFIX
+from webhook.ledger.escrow import ESCROW_PREFIX, WANT_PREFIX
+from webhook.ledger.peers import PEER_PREFIX, PeerKeys
 
 QUOTA = 64
 
@@ -211,8 +211,8 @@ def test_a_replica_dead_with_a_slice_costs_it_until_expiry_then_the_rest_is_admi
 
 
 def test_a_slice_admits_only_while_its_pods_would_be_recorded_or_seen_before_it_expires():
-    from webhook.server.escrow import SLICE_MARGIN, SLICE_RENEW, SLICE_TTL
-    from webhook.server.ledger import SETTLE
+    from webhook.ledger.escrow import SLICE_MARGIN, SLICE_RENEW, SLICE_TTL
+    from webhook.ledger.cluster import SETTLE
 
     assert SLICE_MARGIN >= SETTLE + 5.0  # every replica's watch shows an admitted pod before its slice stops counting
     assert 0 < SLICE_RENEW < SLICE_TTL - SLICE_MARGIN
@@ -279,7 +279,7 @@ def test_any_waves_never_exceed_the_quota_and_with_live_replicas_fill_it_exactly
 def test_a_denial_waits_only_for_what_other_slices_could_give_back(policy_dir):
     """The honest-denial rule, on shard contents as another replica would write them (no server needed)."""
     from webhook.server import review as rv
-    from webhook.server.escrow import REPLY_PREFIX, WANT_SUFFIX
+    from webhook.ledger.escrow import REPLY_PREFIX, WANT_SUFFIX
 
     async def scenario():
         state = plain_replica(policy_dir, "http://127.0.0.1:9")  # never called: the shards are loaded by hand
@@ -327,7 +327,7 @@ def test_another_replicas_slice_counts_here_for_as_long_as_its_shard_says(tmp_pa
     e2e killed-replica test then counted the other's slice as free, and over-admitted.)
     """
     from webhook.server import review as rv
-    from webhook.server.ledger import shard_name
+    from webhook.ledger.cluster import shard_name
 
     (tmp_path / "q.policy").write_text('quota team-a {\n  for namespace matches "team-a*"\n  gpus 64\n}\n'
                                        'quota team-b {\n  for namespace matches "team-b*"\n  gpus 64\n}\n')
@@ -473,5 +473,35 @@ def test_another_replicas_slice_pod_sums_count_here_until_this_replicas_watch_sh
         assert ledger.returnable(denied) is None
         pods["added_rv"] = 45  # a pod created after the writer's last write: maybe one of its 56 GPUs, counted twice
         assert ledger.returnable(denied) == {(SHARD, "quota team-a"): 9000}
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_whose_view_is_stale_admits_nothing_from_it_not_even_inside_its_slice(pki, policy_dir):
+    """`Face.stale()` is the one freshness hook (issue 35 builds its bound there): a reason from it stops slice admissions,
+    peer loans and readiness, with the reason said."""
+    async def scenario():
+        double = ApiDouble()
+        url = await double.start()
+        try:
+            state = plain_replica(policy_dir, url)
+            async with running(state, pki, tasks=(state.ledger.run,)) as (u, s, _):
+                await until_ready(state)
+                await until("a slice claimed ahead of demand", lambda: len(slices_held(double)) == 1, 15.0)
+                assert await wave([(u, s)], ["fresh"]) == 1 and state.ledger.slice_admits == 1  # inside the slice
+                state.ledger.stale = lambda: "the test says this view is old"
+                status, doc = await post(s, f"{u}/validate?timeout=5s", review(pod("stale", gpus=1)))
+                assert status == 200 and doc["response"]["allowed"] is False  # --on-error deny, though the slice has room
+                assert "the test says this view is old" in doc["response"]["status"]["message"]
+                assert state.ledger.slice_admits == 1
+                r = rv.decode(orjson.dumps(review(pod("asked", gpus=1))), state)
+                assert rv.decide(r, mutate=False, state=state, now=time.time()).allowed and r.taken
+                assert state.ledger.admit_asked(r.taken, asyncio.get_running_loop()) is False  # nothing lent to a peer
+                ready, detail = state.ready()
+                assert not ready and "the test says this view is old" in detail["problems"]
+        finally:
+            await double.stop()
+
+    from webhook.server import review as rv
 
     asyncio.run(scenario())

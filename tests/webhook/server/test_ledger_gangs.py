@@ -20,8 +20,8 @@ from tests.webhook.server.test_ledger import NS, on_two_replicas, pki, post, unt
 from tests.webhook.wh_harness import review, running
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.server.decisionlog import DecisionLog
-from webhook.server.ledger import ClusterLedger
-from webhook.server.ledger_gangs import SHARD
+from webhook.ledger.cluster import ClusterLedger
+from webhook.ledger.gangs import SHARD
 from webhook.server.reload import PolicyReloader, PolicySource
 from webhook.server.state import State, warm_engine
 

@@ -1,4 +1,4 @@
-"""Workload changes applied to a shard entry (webhook/server/ledger_ops.py), and garbled entries read without a crash."""
+"""Workload changes applied to a shard entry (webhook/ledger/workloads.py), and garbled entries read without a crash."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from policy.cluster.ledger import WorkloadChange
-from webhook.server import ledger_gangs, ledger_ops
-from webhook.server.ledger import _entries
+from webhook.ledger import gangs as ledger_gangs
+from webhook.ledger import workloads as ledger_ops
+from webhook.ledger.cluster import _entries
 
 Q = "quota team-a"
 

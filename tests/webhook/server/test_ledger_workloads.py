@@ -218,7 +218,7 @@ def test_a_scale_down_only_the_watch_saw_is_written_for_every_replica(pki, polic
 
 
 def test_an_old_entry_without_workload_fields_still_parses():
-    from webhook.server.ledger import _entries
+    from webhook.ledger.cluster import _entries
 
     now = time.time() + 30
     text = orjson.dumps({"team-a/p": [now, [["quota team-a", 1000, 0, None, 1000]], "r", None],

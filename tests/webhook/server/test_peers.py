@@ -19,9 +19,9 @@ from tests.webhook.server.test_ledger_escrow import (QUOTA, VersionedDouble, ass
                                                      shard_entries, slices_held, wave)
 from tests.webhook.server.test_ledger_escrow import escrow_on, pki, policy_dir  # noqa: F401 (the same fixtures)
 from tests.webhook.wh_harness import make_pki, pod, review, running
-from webhook.server import peers
-from webhook.server.escrow import WANT_SUFFIX
-from webhook.server.peers import PeerKeys
+from webhook.ledger import peers
+from webhook.ledger.escrow import WANT_SUFFIX
+from webhook.ledger.peers import PeerKeys
 
 
 @pytest.fixture(scope="module")

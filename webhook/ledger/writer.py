@@ -1,226 +1,45 @@
-"""The reservation ledger in the Kubernetes API: quota holds committed with a compare-and-swap before "allowed".
+"""The writing side of the ledger: a commit's holds queued per shard and written in groups with a compare-and-swap.
 
-Each replica keeps quota holds in the snapshot's `ReservationLedger` (policy/cluster/ledger.py);
-alone, that makes one process exact. With several replicas, every hold a decision
-takes is also written to a ConfigMap (`allot-ledger-<root>`, one per quota root: the
-cohort, or the quota id of a quota outside any cohort) with `resourceVersion` set, so
-the write succeeds only if nobody changed the shard since this replica last saw it
-(else 409). Every replica also WATCHES the shards, so it mirrors the other
-replicas' holds into its own ledger as soon as they are written, not only after a
-conflict. A decision made before a shard brought in new holds of another replica is
-decided again unwritten; on a 409 the request is decided again too.
-Concurrent requests' holds for one shard are grouped into a single write: one write
-in flight per shard, and every hold decided meanwhile goes in the next one (the
-group grows with the load, with no fixed wait).
-
-A hold is dropped from a shard when it expires (`RESERVATION_TTL`), or once the pod
-exists and has for `SETTLE` seconds (time for every replica's watch to show it).
-Holds written by a replica that died stay until then: nothing is leaked past expiry.
-
-Workload holds (`wl:ns/Kind/name`: an admitted Deployment, Job, ... holding its whole
-quota until its pods come) are in the shards too, shared by every replica: any replica
-answering a member pod takes the pod's share from the workload's entry in the same
-compare-and-swap as the pod's own hold, as a delta applied to the entry as written
-(webhook/server/ledger_ops.py); a take the entry no longer covers is decided again. A
-replica counts such an entry as the shard holds it plus its own changes not written
-yet. Releases (scale down, DELETE, suspension) are written after the answer (releasing
-late only over-counts); a release seen by the watch is remembered and the entry pruned.
-
-`ClusterLedger` is this module's writing side (commit, the grouped writes, releases) with
-three parts mixed in: the reading side (webhook/server/ledger_mirror.py), slices
-(webhook/server/escrow.py) and the peer channel (webhook/server/peers.py).
+`Writer` is a part of `ClusterLedger` (webhook/ledger/cluster.py): `commit` sorts a
+decision's holds by shard (pod holds, workload changes, gang domains), admits them inside
+this replica's slice when escrow allows (webhook/ledger/escrow.py), else queues them; one
+write is in flight per shard (`_flush`), and every hold decided meanwhile joins the next.
+A write builds the shard's entries (expired and settled holds pruned, workload deltas
+applied to the entries as written: webhook/ledger/workloads.py), replaces the ConfigMap
+conditional on its resourceVersion (webhook/ledger/shardapi.py) and settles every
+request in it: True (written), False (a 409 or a stale view: decide again) or an error.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
 import logging
-import re
-import threading
 import time
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from policy.blocks.holdbook import book_of
-from policy.cluster.ledger import RELEASES, WORKLOAD_PREFIX, GangChange, WorkloadChange
-from webhook.server import apiclient, ledger_gangs, ledger_ops
-from webhook.server.admitted import SETTLE  # (re-exported: seconds a hold outlives its pod's appearance)
-from webhook.server.escrow import Escrow
-from webhook.server.ledger_api import CALL_TIMEOUT, LABEL, SELECTOR, WATCH_SECONDS, ShardApi, _gated, _post  # noqa: F401 (re-exported)
-from webhook.server.ledger_mirror import Mirror, _entries, _settle, _well_formed, newer  # noqa: F401 (re-exported)
-from webhook.server.peers import Peering
+from policy.cluster.ledger import WORKLOAD_PREFIX, GangChange, WorkloadChange
+from webhook.ledger import gangs as ledger_gangs
+from webhook.ledger import workloads as ledger_ops
+from webhook.ledger.admitted import SETTLE
+from webhook.ledger.mirror import _settle, newer
+from webhook.ledger.shardapi import _gated
+from webhook.ledger.shards import (
+    MAX_HOLDS,
+    PRUNE_INTERVAL,
+    RELEASE_TRIES,
+    Changes,
+    LedgerUnavailable,
+    Shard,
+)
 
 log = logging.getLogger("allot.ledger")
-PREFIX = "allot-ledger-"
-MAX_HOLDS = 4000  # per shard: ~100 bytes each keeps a ConfigMap far below its 1 MiB limit
-MAX_ATTEMPTS = 16  # decisions of one request before a conflict storm answers with --on-error
-RELEASE_TRIES = 16  # writes of a release (never awaited) before it is left to the entry's expiry
-PRUNE_INTERVAL = 5.0
 
 
-class LedgerUnavailable(Exception):
-    """A shard could not be written (API error, full shard); the request gets the --on-error decision."""
-
-
-@functools.lru_cache(maxsize=4096)  # asked per hold of every request: the slug and digest once per root
-def shard_name(root: str) -> str:
-    """The ConfigMap name of a quota root: readable where the id allows, always a valid DNS-1123 name."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", root.lower()).strip("-")[:40] or "x"
-    digest = hashlib.sha256(root.encode()).hexdigest()[:8]
-    return f"{PREFIX}{slug}-{digest}"
-
-
-def quota_roots(engine: Any) -> dict[str, str]:
-    """quota id (`quota NAME`) -> its root (`cohort NAME`, else the quota id) for `engine`'s policy set; {} for stand-in engines."""
-    policy_set = getattr(engine, "policy_set", None)
-    quotas = getattr(policy_set, "quotas", ()) or ()
-    return {q.id: (f"cohort {q.cohort}" if q.cohort else q.id) for q in quotas}
-
-
-@dataclass
-class Shard:
-    """One ConfigMap: its last known resourceVersion (None: not created yet) and holds by pod key."""
-
-    name: str
-    rv: str | None = None
-    entries: dict[str, list] = field(default_factory=dict)  # key -> [expires_at, holds, replica, seen_at|None(, workload fields)]
-    text: str | None = None  # the `holds` value last read or written: an event carrying the same is not parsed again
-    pending: list = field(default_factory=list)  # (key, holds, expires_at, future, view)
-    flushing: bool = False
-    read_at: int = 0  # the ledger generation when a read last brought in another replica's holds
-    pruned_at: float = 0.0  # when expired and settled holds were last looked for
-    write_s: float = 0.002  # moving mean of this replica's successful writes, seconds
-    changed: asyncio.Event | None = None  # set when a read (the watch, a get) moves the shard to a newer version
-    # Escrow: this replica's slice as last written (quota id -> milli-GPU) and what admissions spent of it.
-    slice: dict[str, int] = field(default_factory=dict)
-    slice_exp: float = 0.0
-    slice_at: float = 0.0  # when the slice was written
-    spent: dict[str, int] = field(default_factory=dict)
-    unrecorded: dict[str, tuple] = field(default_factory=dict)  # key -> (holds, expires_at): admitted in the slice, not written
-    flight: dict | None = None  # the write in flight: {"slice", "exp", "spent", "recorded"}
-    used_at: float = 0.0  # the last commit of a hold to this shard (an idle slice is returned)
-    rate: float = 0.0  # milli-GPU per second this replica admitted inside its last slice here (sizes the next, with peers)
-    wanting: int = 0  # requests of this replica waiting for other replicas' slices (a want entry is written)
-    want_exp: float = 0.0
-
-
-@dataclass(eq=False)
-class Changes:
-    """One request's part of a shard with workload changes: its pod holds and changes, written together or not at all."""
-
-    puts: dict[str, tuple]  # pod key -> (holds, expires_at)
-    changes: list  # (seq, WorkloadChange with holds of this shard only, the request's WorkloadChange it is part of)
-    release: bool = False  # only releases: written after the answer, retried on a conflict
-    tries: int = 0
-    gangs: list = field(default_factory=list)  # GangChange: gang domains newly held (the gangs shard only)
-    gang_drops: list = field(default_factory=list)  # (entry key, its expires_at): a released gang's entry, dropped if still that one
-
-
-class ClusterLedger(ShardApi, Mirror, Escrow, Peering):
-    """Lists and watches the shards through a `kubernetes` ApiClient, gets and writes them on the loop (apiclient.py); mirrors other replicas' holds into `holds`."""
-
-    _new_shard = Shard
-
-    def __init__(self, api_client: Any, namespace: str, *, state: Any, replica: str | None = None,
-                 escrow: bool | None = None) -> None:
-        import copy
-
-        from kubernetes import client
-
-        # Its own connection pool: the watcher's long-poll watches hold the shared client's
-        # connections, and a ledger write must never wait for (or open) a connection.
-        cfg = copy.copy(api_client.configuration)
-        cfg.connection_pool_maxsize = 4
-        self.core = client.CoreV1Api(client.ApiClient(cfg))
-        # Shard gets and writes on this loop (webhook/server/apiclient.py); None: through `core` in threads.
-        self.api = apiclient.for_client(self.core.api_client)
-        self.namespace = namespace
-        self.state = state
-        self.replica = replica or uuid.uuid4().hex[:12]
-        self.shards: dict[str, Shard] = {}
-        self.remote: dict[str, dict[str, tuple]] = {}  # key (a slice's: key@shard) -> shard name -> (holds, expiry) of another replica
-        self.sums: set[str] = set()  # the keys of `remote` that are other replicas' slice-pod sums (looked at on every keeper tick)
-        self.synced = False
-        self.error: str | None = None
-        self.roots: dict[str, str] = {}
-        self._engine = None
-        self.generation = 0  # bumped whenever a read brings in another replica's holds: older decisions are stale
-        self.list_rv: str | None = None  # the collection's resourceVersion the watch resumes from
-        self.watch_events = 0
-        self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
-        import os
-
-        self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: --ledger-escrow)
-        self._escrow_setup()
-        self._peering_setup()
-        self.seq = 0  # numbers this replica's workload changes (an entry's `seq` shows the last one written)
-        self.unlanded: dict[tuple[str, str], list] = {}  # (shard, workload key) -> [(seq, change)] not written yet
-        self.deferred: set[str] = set()  # gang entries read before the cluster state was listed
-        self.mirrored: dict[str, object] = {}  # gang entry key -> the plan held here as another replica wrote it
-        self.clashes: set[str] = set()  # gang entries another replica wrote while this one held its own plan of the gang
-        self._stopped = threading.Event()
-
-    # -- the view --
-
-    @property
-    def holds(self):
-        """The snapshot's ReservationLedger every engine decides with."""
-        return self.state.snapshot.reservations
-
-    def root_of(self, qid: str) -> str:
-        """The shard a quota's holds go to (the policy can change under a reload: recomputed per engine)."""
-        engine = self.state.engine
-        if engine is not self._engine:
-            self.roots, self._engine = quota_roots(engine), engine
-        return shard_name(self.roots.get(qid, qid))
-
-    # -- reading: the first list, then the watch (what a read brings in: ledger_mirror.py) --
-
-    async def start(self) -> None:
-        """Read every shard once (readiness waits for it), retrying until the API answers."""
-        while not self.synced:
-            try:
-                items, rv = await asyncio.to_thread(self._list)
-                _gated(self.state, self._relisted, items, rv)
-                self.synced, self.error = True, None
-            except Exception as exc:  # noqa: BLE001 - not ready until read; retried
-                self.error = f"{type(exc).__name__}: {exc}"[:300]
-                log.warning("cannot read the reservation ledger: %s", self.error)
-                await asyncio.sleep(1.0)
-
-    async def run(self) -> None:
-        """Background task: read the shards, watch them, and prune expired and settled holds while idle."""
-        await self.start()
-        if self.api is not None:
-            self.api.keep()  # (closed below: a ledger that never runs, or before its first read, opens a connection per request)
-        loop = asyncio.get_running_loop()
-        thread = threading.Thread(target=self._watch_thread, args=(loop,), name="allot-ledger-watch", daemon=True)
-        thread.start()
-        keeper = loop.create_task(self.keep_slices()) if self.escrow else None  # claim, renew, return slices
-        try:
-            while True:
-                await asyncio.sleep(PRUNE_INTERVAL)
-                if self.deferred and self.state.cluster.synced:
-                    _gated(self.state, self._mirror_deferred)
-                now = time.time()
-                for shard in list(self.shards.values()):
-                    if not shard.flushing and any(self._droppable(k, e, now) or self._newly_seen(k, e)
-                                                  for k, e in shard.entries.items()):
-                        shard.pruned_at = 0.0
-                        fut = loop.create_future()
-                        shard.pending.append((None, (), 0.0, fut, float("inf")))  # a prune is never stale
-                        self._kick(shard)
-        finally:
-            self._stopped.set()
-            if keeper is not None:
-                keeper.cancel()
-            if self.api is not None:
-                await self.api.close()
+class Writer:
+    """Commits, releases and the grouped writes of `ClusterLedger` (mixed in)."""
 
     def _kick_empty(self, shard: Shard, loop) -> None:
         """Queue a write with no hold of its own (a prune, a slice renewal or return), never stale."""
@@ -267,8 +86,9 @@ class ClusterLedger(ShardApi, Mirror, Escrow, Peering):
         another replica's holds is answered False (decide again) unwritten.
         Raises LedgerUnavailable (or asyncio.TimeoutError) when a shard cannot be written in time.
         """
-        if not self.synced:
-            raise LedgerUnavailable("the reservation ledger has not been read yet")
+        stale = self.stale()  # (webhook/ledger/face.py: the one place a freshness bound lives)
+        if stale is not None:
+            raise LedgerUnavailable(stale)
         if self.deferred and self.state.cluster.synced:
             self._mirror_deferred()
         loop = asyncio.get_running_loop()
@@ -566,6 +386,7 @@ class ClusterLedger(ShardApi, Mirror, Escrow, Peering):
             shard.flushing = False
 
 
+
 def _quiet(fut: asyncio.Future) -> None:
     """A background write's outcome is nobody's answer: fetched so a failure is not logged as never retrieved."""
     if not fut.cancelled():
@@ -588,77 +409,3 @@ def _done(loop: asyncio.AbstractEventLoop, value: Any) -> asyncio.Future:
     fut.set_result(value)
     return fut
 
-
-async def decide_committed(review, decision, doc, cause, *, mutate: bool, state, now: float, budget_end: float, redo):
-    """Commit the holds a decision took before its "allowed" is sent; re-decide on a conflict.
-
-    `redo()` decides again (with a fresh `review.taken`); `budget_end` is the perf_counter
-    deadline. Returns (decision, doc, cause, attempts).
-    """
-    from webhook.server import review as rv
-
-    ledger = state.ledger
-    attempts = 0
-    if ledger.escrow and not decision.allowed and cause is None:  # denied only because of other replicas' slices?
-        decision, doc, cause = await _slices_wait(review, decision, doc, cause, mutate=mutate, state=state,
-                                                  budget_end=budget_end, redo=redo)
-    while review.taken and decision.allowed and cause is None:
-        taken = review.taken
-        if any(type(t) is WorkloadChange and t.op in RELEASES for t in taken):
-            ledger.submit([t for t in taken if type(t) is WorkloadChange and t.op in RELEASES])  # not awaited
-            taken = review.taken = [t for t in taken if type(t) is not WorkloadChange or t.op not in RELEASES]
-            if not taken:
-                break
-        attempts += 1
-        left = budget_end - time.perf_counter()
-        try:
-            if left <= 0:
-                raise asyncio.TimeoutError
-            if await ledger.commit(taken, left, review.view):
-                return decision, doc, cause, attempts
-            outcome = "conflict"
-        except (asyncio.TimeoutError, LedgerUnavailable) as exc:
-            outcome = "timeout" if isinstance(exc, asyncio.TimeoutError) else "unavailable"
-            message = str(exc) or f"the reservation ledger was not written within {max(left, 0):.2f}s"
-        _gated(state, ledger.undo, taken)  # never answered "allowed": its holds and workload changes must not count here
-        if outcome != "conflict":
-            return (*rv.failure(review, mutate=mutate, state=state, cause=f"ledger_{outcome}", message=message),
-                    f"ledger_{outcome}", attempts)
-        if attempts >= MAX_ATTEMPTS:
-            msg = f"{attempts} conflicting writes to the reservation ledger"
-            return (*rv.failure(review, mutate=mutate, state=state, cause="ledger_conflict", message=msg),
-                    "ledger_conflict", attempts)
-        decision, doc, cause = await _redone(redo())
-        if ledger.escrow and not decision.allowed and cause is None:
-            decision, doc, cause = await _slices_wait(review, decision, doc, cause, mutate=mutate, state=state,
-                                                      budget_end=budget_end, redo=redo)
-    return decision, doc, cause, attempts
-
-
-async def _slices_wait(review, decision, doc, cause, *, mutate: bool, state, budget_end: float, redo):
-    """A denial other replicas' slices may lift: ask their holders over the peer channel, else wait for them (a want)."""
-    from policy.decision import Decision
-
-    ledger = state.ledger
-    if ledger.peers is not None:
-        asked, sent = await ledger.ask_holders(review, decision, mutate=mutate, digest=state.policy.digest,
-                                               budget_end=budget_end)
-        response = (asked or {}).get("doc", {}).get("response")
-        if isinstance(response, dict) and response.get("uid") == review.uid and response.get("allowed") is True:
-            review.peer = str(asked.get("by") or "")
-            if review.taken:  # (a denial holds nothing; were it to, the holder's admission replaces it)
-                _gated(state, ledger.undo, review.taken)
-            review.taken = []
-            blocks = asked.get("blocks")
-            return Decision(allowed=True, blocks=tuple(b for b in blocks if isinstance(b, str)) if isinstance(blocks, list) else ()), \
-                asked["doc"], None
-        if sent:  # the view moved while the holders were asked (a slice returned, say): what it shows now decides
-            decision, doc, cause = await _redone(redo())
-            if decision.allowed or cause is not None:
-                return decision, doc, cause
-    return await ledger.slices_back(decision, redo, budget_end) or (decision, doc, cause)
-
-
-async def _redone(answer):
-    """`redo()`'s answer, awaited when it decides off the loop."""
-    return await answer if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future) else answer

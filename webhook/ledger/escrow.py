@@ -1,7 +1,7 @@
 """Escrow: a replica keeps a slice of a quota's free capacity in the quota's ledger shard and admits inside it with no write per pod.
 
 The slice is an entry `escrow/<replica>` of the shard's `holds` JSON, written with the
-same compare-and-swap as the holds (webhook/server/ledger.py), so every other replica
+same compare-and-swap as the holds (webhook/ledger/cluster.py), so every other replica
 counts it as used, whole. `Escrow` is the part of `ClusterLedger` that sizes, spends,
 keeps and returns slices; the ledger calls it from `commit`, `_flush`, `_load` and `run`.
 
@@ -12,7 +12,7 @@ nothing) and waits, within the request's deadline; every replica that sees a liv
 in a shard returns its slice at once and claims none while the want lives; the waiting
 request is decided again after each change of the shard. A slice's pods are charged
 by the shard's next write in a few sums per replica, not an entry per pod
-(webhook/server/admitted.py).
+(webhook/ledger/admitted.py).
 
 The invariant (docs/escrow.md): at every version of a shard, for each sliced
 quota, the live pods its writer saw + the holds + the sums + the slices in that version
@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from webhook.server import admitted
-from webhook.server.admitted import SETTLE
+from webhook.ledger import admitted
+from webhook.ledger.admitted import SETTLE
 
 ESCROW_PREFIX = "escrow/"
 WANT_PREFIX = "want/"  # a replica waiting for other replicas' slices; holds nothing
@@ -40,7 +40,7 @@ WANT_SUFFIX = "-want"
 REPLY_PREFIX = "left/"
 SLICE_TTL = 30.0  # a slice entry's expiry: what a dead replica's slice costs the others at most
 # A slice admits only while it outlives this: its pods are recorded (or seen) before it expires.
-# SETTLE (15 s, webhook/server/ledger.py) + 5 s; tests check it stays above SETTLE.
+# SETTLE (15 s, webhook/ledger/cluster.py) + 5 s; tests check it stays above SETTLE.
 SLICE_MARGIN = 20.0
 SLICE_RENEW = SLICE_TTL - SLICE_MARGIN - 5.0  # slice age at which the next admission queues a renewal (records its pods)
 SLICE_IDLE = 2.0  # seconds without a commit after which a slice that is not kept is returned
@@ -48,7 +48,7 @@ SLICE_SPREAD = 2  # a slice is 1/SPREAD of a fair share of the free capacity: th
 SLICE_MIN = 2000  # milli-GPU: a smaller slice is not claimed (near a quota's end every pod is a compare-and-swap)
 # With the peer channel, a slice holds at least what this replica admitted in this many of its write times
 # (its measured rate; 50 ms at least): a slice spent before its renewal lands makes requests wait for writes, and what one
-# replica holds beyond its share is lent to the others in one round trip each (webhook/server/peers.py).
+# replica holds beyond its share is lent to the others in one round trip each (webhook/ledger/peers.py).
 SLICE_AHEAD = 8
 KEEP_TICK = 1.0  # seconds between the keeper's looks at slices (claim, renew before SLICE_MARGIN, return)
 WANT_TICK = 0.1  # ... while another replica's want lives in a shard this one holds in: its pods shown move to a seen sum at once
@@ -176,7 +176,7 @@ class Escrow:
         return sum(min(m, answers.get((who, exp), m)) for m, exp, who in self._foreign(shard, now)[1].get(qid, ()))
 
     def _doubled_of(self, shard, qid: str, now: float) -> int:
-        """Milli-GPU of `qid` in other replicas' sums of slice pods (webhook/server/admitted.py) this replica may count twice.
+        """Milli-GPU of `qid` in other replicas' sums of slice pods (webhook/ledger/admitted.py) this replica may count twice.
 
         An unseen sum written before its writer's pod watch reached a pod creation this replica
         shows (that pod may be one of its own: its writer moves the pods it sees to a seen
@@ -323,7 +323,7 @@ class Escrow:
         return out
 
     def _escrowed(self, shard, entries: dict, now: float) -> dict:
-        """Add the sums of the slice's pods (webhook/server/admitted.py), the new slice and this replica's want to `entries`; returns the flight record."""
+        """Add the sums of the slice's pods (webhook/ledger/admitted.py), the new slice and this replica's want to `entries`; returns the flight record."""
         if shard.name.endswith(WANT_SUFFIX):  # a want object: this replica's want and its answer to others' wants
             mine = f"{REPLY_PREFIX}{self.replica}/"
             for key in [k for k in entries if k.startswith(mine)]:

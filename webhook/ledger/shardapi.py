@@ -1,6 +1,6 @@
 """The ledger's calls to the Kubernetes API: shard gets and writes (on the loop through `apiclient`, else in threads), the list and the watch.
 
-A mixin of `ClusterLedger` (webhook/server/ledger.py): it reads `core` (the kubernetes
+A mixin of `ClusterLedger` (webhook/ledger/cluster.py): it reads `core` (the kubernetes
 CoreV1Api), `api` (an `apiclient.AsyncApi` or None), `namespace`, `list_rv` and
 `_stopped` (a shard is ledger.py's `Shard`: this module cannot import it back), and hands what the watch brings to `_relisted` and `_event` on the loop.
 """

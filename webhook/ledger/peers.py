@@ -1,7 +1,7 @@
 """The peer channel: a request that only another replica's slice denies is decided by that replica, over HTTPS, with no API write.
 
 Without it such a denial writes a `want` into the API and waits for the holder's answer
-there (webhook/server/escrow.py): two writes and two watch deliveries, the slowest
+there (webhook/ledger/escrow.py): two writes and two watch deliveries, the slowest
 requests of a burst's end. With it the replica sends the AdmissionReview itself to the
 slice's holder (`POST /peer/validate` or `/peer/mutate`), which decides it as its own
 request and answers "admitted" only if its holds fit inside its own slice (no write: the
@@ -242,7 +242,7 @@ class Peering:
 
     def admit_asked(self, taken: list, loop) -> bool:
         """A peer's request decided here: True if its holds fit inside this replica's slices (admitted, no write)."""
-        if not (self.escrow and self.synced):
+        if not self.escrow or self.stale() is not None:  # a peer is lent only from a view this replica can vouch for
             return False
         by_shard, changes, gangs = self._parts(taken)
         if changes or gangs or any(name not in self.shards for name in by_shard):

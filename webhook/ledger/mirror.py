@@ -2,8 +2,8 @@
 
 Other replicas' holds are held here as they are written (`_mirror`), except pods the
 snapshot shows (they carry their own charge) and slice-pod sums this replica's pod watch
-has passed (webhook/server/admitted.py); other replicas' gangs are held in the planner.
-`Mirror` is the part of `ClusterLedger` (webhook/server/ledger.py) that does it, mixed in
+has passed (webhook/ledger/admitted.py); other replicas' gangs are held in the planner.
+`Mirror` is the part of `ClusterLedger` (webhook/ledger/cluster.py) that does it, mixed in
 beside Escrow and Peering; the helpers here read a shard's text and compare versions.
 """
 
@@ -17,8 +17,10 @@ import orjson
 
 from policy.blocks.holdbook import book_of
 from policy.cluster.ledger import WORKLOAD_PREFIX, WorkloadChange
-from webhook.server import admitted, ledger_gangs, ledger_ops
-from webhook.server.escrow import ESCROW_PREFIX
+from webhook.ledger import admitted
+from webhook.ledger import gangs as ledger_gangs
+from webhook.ledger import workloads as ledger_ops
+from webhook.ledger.escrow import ESCROW_PREFIX
 
 
 class Mirror:
