@@ -45,6 +45,29 @@ def _send(kube, request: dict) -> tuple[bool, str | None, str]:
     return r.returncode == 0, _words(r.stderr), r.stderr
 
 
+@pytest.fixture(scope="module", autouse=True)
+def without_the_suites_webhook(kube):
+    """Only this module's admission objects while it runs: the session's `allot` fixture (conftest) may have installed
+    Allot's webhook configurations under the same names; they are set aside and put back afterwards."""
+    kinds = {"allot-validating": "validatingwebhookconfiguration", "allot-mutating": "mutatingwebhookconfiguration"}
+    saved = []
+    for name, kind in kinds.items():
+        r = kube.run("get", kind, name, "-o", "json", check=False)
+        if r.returncode == 0:
+            obj = json.loads(r.stdout)
+            for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+                obj["metadata"].pop(key, None)
+            saved.append(obj)
+            kube.run("delete", kind, name)
+    if saved:
+        time.sleep(2)  # the API server drops a deleted configuration within a second or so
+    yield
+    for obj in saved:
+        kube.create(obj, check=False)
+    if saved:
+        time.sleep(2)
+
+
 @pytest.fixture(scope="module")
 def library(kube, tmp_path_factory):
     """The library compiled, its classes and namespaces created, case users allowed to create pods."""
