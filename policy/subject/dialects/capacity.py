@@ -27,8 +27,8 @@ def _name(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
-def _q(value) -> int | None:
-    """A whole quantity, rounded up (None when it is not one)."""
+def whole_quantity(value) -> int | None:
+    """A DRA capacity or counter value (`q` or `{value: q}`) as a whole quantity, rounded up (None when it is not one)."""
     if isinstance(value, dict):  # v1beta1 and later: {value: q}
         value = value.get("value")
     try:
@@ -72,14 +72,14 @@ def drivers_of(class_name, snapshot) -> frozenset[str]:
 def _consumed(asked: int | None, cap: Mapping, value: int) -> int:
     policy = cap.get("requestPolicy") if isinstance(cap.get("requestPolicy"), dict) else {}
     if asked is None:
-        default = _q(policy.get("default"))
+        default = whole_quantity(policy.get("default"))
         return default if default is not None else value
-    valid = [v for v in (_q(x) for x in policy.get("validValues") or ()) if v is not None]
+    valid = [v for v in (whole_quantity(x) for x in policy.get("validValues") or ()) if v is not None]
     if valid:
         return min((v for v in valid if v >= asked), default=asked)
     rng = policy.get("validRange") if isinstance(policy.get("validRange"), dict) else None
     if rng:
-        low, step = _q(rng.get("min")) or 0, _q(rng.get("step"))
+        low, step = whole_quantity(rng.get("min")) or 0, whole_quantity(rng.get("step"))
         asked = max(asked, low)
         if step:
             asked = low + ceil_div(asked - low, step) * step
@@ -92,7 +92,7 @@ def _device_share(body: Mapping, asked: Mapping[str, int]) -> int | None:
         return None
     best = None
     for key, cap in caps.items():
-        value = _q(cap)
+        value = whole_quantity(cap)
         if not value or value <= 0:
             continue
         got = _consumed(asked.get(_name(key)), cap if isinstance(cap, dict) else {}, value)

@@ -15,20 +15,10 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from .capacity import drivers_of, resource_slices
-from .common import ceil_div, quantity
+from .capacity import drivers_of, resource_slices, whole_quantity
+from .common import ceil_div
 
 _EQ = re.compile(r"""device\.attributes\[\s*['"]([^'"]+)['"]\s*\]\.([A-Za-z0-9_]+)\s*==\s*(['"][^'"]*['"]|true|false|-?[0-9]+)""")
-
-
-def _q(value) -> int | None:
-    if isinstance(value, dict):
-        value = value.get("value")
-    try:
-        q = quantity(value)
-    except ValueError:
-        return None
-    return q if type(q) is int else -((-q.numerator) // q.denominator)
 
 
 def _selector_texts(selectors) -> list[str]:
@@ -82,7 +72,7 @@ def partition_share(req: Mapping, snapshot) -> int | None:
         pool = (spec.get("pool") or {}).get("name") if isinstance(spec.get("pool"), dict) else None
         for cs in spec.get("sharedCounters") or ():
             if isinstance(cs, dict) and isinstance(cs.get("counters"), dict):
-                totals[(spec["driver"], pool, cs.get("name"))] = {k: v for k, v in ((k, _q(c)) for k, c in cs["counters"].items()) if v}
+                totals[(spec["driver"], pool, cs.get("name"))] = {k: v for k, v in ((k, whole_quantity(c)) for k, c in cs["counters"].items()) if v}
     best = None
     partitions = False
     for spec in slices:
@@ -98,7 +88,7 @@ def partition_share(req: Mapping, snapshot) -> int | None:
             for use in body.get("consumesCounters") or ():
                 total = totals.get((spec["driver"], pool, use.get("counterSet"))) if isinstance(use, dict) else None
                 for k, c in ((use.get("counters") or {}).items() if total else ()):
-                    got = _q(c)
+                    got = whole_quantity(c)
                     if got is not None and total.get(k):
                         part = min(1000, ceil_div(got * 1000, total[k]))
                         s = part if s is None else max(s, part)
