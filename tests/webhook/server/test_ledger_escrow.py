@@ -120,7 +120,9 @@ def test_three_replicas_admit_exactly_the_quota_mostly_inside_slices(pki, policy
                     assert admitted <= QUOTA  # never more, at any point
                 assert admitted == QUOTA  # and no pod was denied while capacity sat in another replica's slice
                 assert sum(s.ledger.slice_admits for s in states) > 0  # the slices did admit, unwritten
-                await until("pods admitted inside a slice to be charged", lambda: charged(double) == QUOTA * 1000, 15.0)
+                # Idle slices are returned (and their sums written) within SLICE_IDLE + KEEP_TICK; 30 s is margin for a
+                # loaded 2-core CI run, where this wait once ran past 15 s (cause not found: docs/ledger.md, open points).
+                await until("pods admitted inside a slice to be charged", lambda: charged(double) == QUOTA * 1000, 30.0)
                 # Every "allowed" is now charged in the API: a hold for each pod admitted by a write of its own,
                 # one sum per replica for those it admitted inside its slices (not an entry per pod).
                 assert len(pods_held(double)) + sum(s.ledger.slice_admits for s in states) == QUOTA
