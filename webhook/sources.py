@@ -6,6 +6,7 @@ import os
 import pathlib
 
 from webhook.errors import UsageError
+from webhook.textfile import read_bytes
 
 
 def _decode(data: bytes) -> str:
@@ -20,14 +21,7 @@ def read_policy_file(path: pathlib.Path) -> str:
 
 
 def _read(path: pathlib.Path) -> str:
-    try:
-        return _decode(path.read_bytes())
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory") from None
-    except PermissionError:
-        raise UsageError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return _decode(read_bytes(str(path), "policy"))  # the one reader's errors; its bytes decoded leniently (E0004)
 
 
 def _files_under(directory: pathlib.Path) -> list[pathlib.Path]:
