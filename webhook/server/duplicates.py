@@ -24,9 +24,18 @@ _PREFIXES = ("nvidia.com/", "amd.com/")
 
 def duplicate_problem(body: bytes, req: dict) -> Problem | None:
     """A `MalformedDuplicateKey` problem naming the first duplicated key and its path, or None."""
-    escaped = b"\\/" in body or b"\\u" in body
-    raw = len(_KEY.findall(body))
-    if not escaped and (raw == 0 or raw == _known(req)):
+    # An escape could spell a key another way: only the exact scan tells. (A lone backslash is
+    # looked for first: one byte is a memchr, the two-byte searches cost ~1.8 us on a 1 KB body.)
+    if b"\\" in body and (b"\\/" in body or b"\\u" in body):
+        return _scan(body)
+    # Every GPU key the decoded request holds is in the body at least once, so a plain count of the
+    # quoted prefixes (keys and any string values) equal to the decoded keys proves no key was repeated,
+    # at a fraction of the regex's cost; a larger count falls back to counting keys alone.
+    quoted = body.count(b'"nvidia.com/') + body.count(b'"amd.com/')
+    if quoted == 0:
+        return None
+    known = _known(req)
+    if quoted == known or len(_KEY.findall(body)) == known:
         return None
     return _scan(body)
 
