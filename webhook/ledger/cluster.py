@@ -104,6 +104,7 @@ class ClusterLedger(Face, Writer, ShardApi, Mirror, Escrow, Peering):
         self.list_rv: str | None = None  # the collection's resourceVersion the watch resumes from
         self.watch_events = 0
         self.relists = 0  # full lists of the shards: the first read, then one per expired (410) watch
+        self.confirmed: float | None = None  # monotonic time the API server last proved this view current (fresh.py)
         import os
 
         self.escrow = os.environ.get("ALLOT_LEDGER_ESCROW", "") == "1" if escrow is None else escrow  # (serve: --ledger-escrow)
@@ -136,13 +137,20 @@ class ClusterLedger(Face, Writer, ShardApi, Mirror, Escrow, Peering):
         """Read every shard once (readiness waits for it), retrying until the API answers."""
         while not self.synced:
             try:
+                sent = time.monotonic()
                 items, rv = await asyncio.to_thread(self._list)
                 _gated(self.state, self._relisted, items, rv)
+                self._confirm(sent)
                 self.synced, self.error = True, None
             except Exception as exc:  # noqa: BLE001 - not ready until read; retried
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
                 log.warning("cannot read the reservation ledger: %s", self.error)
                 await asyncio.sleep(1.0)
+
+    def _confirm(self, at: float) -> None:
+        """The API server proved the view current as of `at` (monotonic; run on the loop after what it proves was applied)."""
+        if self.confirmed is None or at > self.confirmed:
+            self.confirmed = at
 
     async def run(self) -> None:
         """Background task: read the shards, watch them, and prune expired and settled holds while idle."""

@@ -295,6 +295,8 @@ class Escrow:
         """
         if shard.name not in self.kept and now - shard.used_at >= SLICE_IDLE:
             return {}
+        if self.stale() is not None:  # sized from a view nobody vouches for: claim nothing, give back what is held
+            return {}
         if self._foreign(shard, now)[0]:
             return {}
         state_for = getattr(self.state.engine, "state_for", None)
@@ -544,6 +546,7 @@ class Escrow:
         gate = getattr(self.state, "gate", None)  # (the ledger's holds: never under a deciding thread)
         gate.run(self._forget_shown) if gate is not None else self._forget_shown()
         wanted_any = False
+        stale = self.stale() is not None  # (a stale replica hands its slices back as soon as a write lands)
         sliceable = self._sliceable()
         for name in sliceable:
             self.shards.setdefault(name, self._new_shard(name))
@@ -559,7 +562,7 @@ class Escrow:
                 due = (shard.slice_exp - now < SLICE_MARGIN + KEEP_TICK  # renew before it stops admitting
                        or (shard.unrecorded and now - shard.slice_at >= SLICE_RENEW)  # expired holds leave the unseen sum
                        or (shard.name not in self.kept and now - shard.used_at >= SLICE_IDLE)
-                       or (wanted and bool(shard.slice))  # give it back
+                       or ((wanted or stale) and bool(shard.slice))  # give it back
                        or ((wanted or now - shard.slice_at >= SEEN_WRITE) and self._shows_any(shard)))  # stop double counts
             else:
                 due = shard.name in self.kept and bool(self._slice_for(shard, now))  # a write only when a slice is worth it

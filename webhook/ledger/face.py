@@ -14,6 +14,7 @@ import asyncio
 import time
 
 from policy.cluster.ledger import RELEASES, WorkloadChange
+from webhook.ledger import fresh
 from webhook.ledger.shardapi import _gated
 from webhook.ledger.shards import MAX_ATTEMPTS, LedgerUnavailable
 
@@ -55,14 +56,19 @@ class Face:
     def stale(self) -> str | None:
         """Why this replica's view cannot be proven current (it then admits nothing from it), or None.
 
-        The one place a freshness bound lives: `commit` (every admission, in a slice or by a
-        write), `admit_asked` (a peer's ask) and readiness all ask it. Today it knows only
-        "never read"; the half-open connections of issue 35 (a watch that stands still
-        while its connection looks alive) are NOT yet caught here (docs/ledger.md).
+        The one place the freshness bound lives (webhook/ledger/fresh.py): `commit` (every
+        admission, in a slice or by a write), `admit_asked` (a peer's ask), the keeper (it
+        claims nothing and returns its slices) and readiness all ask it. The view is the
+        ledger's watch and, with a live cluster, the pod watch: each must have been confirmed
+        by the API server (a list, or a watch it closed at its window) within `fresh.BOUND`.
         """
         if not self.synced:
             return "the reservation ledger has not been read yet" + (f": {self.error}" if self.error else "")
-        return None
+        streams = {"reservation ledger's watch": self.confirmed}
+        pods = self.state.cluster.kinds.get("Pod") if getattr(self.state, "cluster", None) is not None else None
+        if pods is not None:  # a live cluster (a file snapshot has no watch to go stale)
+            streams["pod watch"] = pods.get("confirmed")
+        return fresh.stale_reason(streams, time.monotonic())
 
     # -- readiness and what is held --
 
@@ -77,6 +83,7 @@ class Face:
         return {"namespace": self.namespace, "replica": self.replica, "synced": self.synced,
                 "shards": len(self.shards), "error": self.error,
                 "watch_events": self.watch_events, "relists": self.relists,
+                "confirmed_ago": None if self.confirmed is None else round(time.monotonic() - self.confirmed, 3),
                 "peer": self.peer_key}  # the peer channel's entry (webhook/ledger/peers.py), or None
 
     # -- the peer channel's holder side (POST /peer/...) --

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import orjson
+
+from webhook.ledger import fresh
 
 log = logging.getLogger("allot.ledger")
 LABEL = "allot.dev/ledger"
 SELECTOR = f"{LABEL}=reservations"
 # (connect, read) seconds of one get or write: a stalled API server must not hold a shard's one write in
 # flight for ever (every later commit to it would time out behind it); its outcome is then unknown.
-CALL_TIMEOUT = (3.0, 10.0)
-WATCH_SECONDS = 300  # server-side timeout of one shard watch; resumed from the last resourceVersion
+CALL_TIMEOUT = (3.0, 5.0)  # (a write that hangs is a write that failed: its outcome is unknown, docs/ledger.md)
+WATCH_SECONDS = fresh.WINDOW  # server-side timeout of one shard watch: its close proves the view current; resumed from the last resourceVersion
 
 
 class ShardApi:
@@ -85,19 +88,28 @@ class ShardApi:
         return orjson.loads(resp.data)
 
     def _watch_thread(self, loop: asyncio.AbstractEventLoop) -> None:
-        """List + watch the shards from the list's resourceVersion; a 410 relists; errors back off."""
+        """List + watch the shards from the list's resourceVersion in short windows, each clean close confirming the view; a 410 relists.
+
+        A watch silent past `fresh.SILENCE` (a half-open connection) is given up and dialled
+        again on a new connection; failures back off to at most `fresh.BACKOFF_MAX`, so the
+        view recovers by itself once the API server answers again.
+        """
         from kubernetes.client.rest import ApiException
         from kubernetes.watch.watch import iter_resp_lines
 
-        rv, backoff = self.list_rv, 1.0
+        rv, backoff = self.list_rv, 0.25
         while not self._stopped.is_set():
             try:
                 if rv is None:
+                    sent = time.monotonic()
                     items, rv = self._list()
                     _post(loop, self._relisted, items, rv)
+                    _post(loop, self._confirm, sent)
+                sent = time.monotonic()
                 resp = self.core.list_namespaced_config_map(
                     self.namespace, label_selector=SELECTOR, watch=True, resource_version=rv, allow_watch_bookmarks=True,
-                    timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(10, WATCH_SECONDS + 30))
+                    timeout_seconds=WATCH_SECONDS, _preload_content=False, _request_timeout=(CALL_TIMEOUT[0], fresh.SILENCE))
+                expired = False
                 try:
                     for line in iter_resp_lines(resp):
                         if self._stopped.is_set():
@@ -108,7 +120,7 @@ class ShardApi:
                         kind, obj = event.get("type"), event.get("object") or {}
                         if kind == "ERROR":
                             if obj.get("code") == 410:
-                                rv = None
+                                rv, expired = None, True
                                 break
                             raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
                         rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
@@ -116,18 +128,21 @@ class ShardApi:
                             _post(loop, self._event, kind, obj)
                 finally:
                     resp.release_conn()
-                backoff = 1.0
+                at = None if expired else fresh.confirmed_by_window(sent, time.monotonic())
+                if at is not None:  # (posted after the window's events: applied after them, in order)
+                    _post(loop, self._confirm, at)
+                backoff = 0.25
             except ApiException as exc:
                 if exc.status == 410:
                     rv = None
                     continue
                 log.warning("watching the reservation ledger: HTTP %s %s", exc.status, exc.reason)
                 self._stopped.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
-            except Exception as exc:  # noqa: BLE001 - network trouble: back off and resume
+                backoff = min(backoff * 2, fresh.BACKOFF_MAX)
+            except Exception as exc:  # noqa: BLE001 - network trouble (a silent connection too): back off and resume
                 log.warning("watching the reservation ledger: %s: %s", type(exc).__name__, str(exc)[:200])
                 self._stopped.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, fresh.BACKOFF_MAX)
 
 
 def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:

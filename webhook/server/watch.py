@@ -23,10 +23,15 @@ import orjson
 from policy.cluster.snapshot import SnapshotError
 from policy.subject.dialects.workloads import RESOURCES as WORKLOAD_RESOURCES
 from policy.subject.workloads import HELD_KINDS, SCALABLE
+from webhook.ledger import fresh
 
 log = logging.getLogger("allot.watch")
 GONE = 410
 WATCH_SECONDS = 300  # server-side watch timeout; we reconnect from the last resourceVersion
+# Kinds whose watches run in short windows, each clean close recording when the API server last proved the
+# view current (`kinds[id]["confirmed"]`, monotonic): the shared ledger admits only from a view within
+# webhook/ledger/fresh.py's bound, and pods are what its quotas count.
+FRESH_KINDS = frozenset({"Pod"})
 ABSENT_RETRY = 60.0  # an optional CRD not installed: look again this often
 
 
@@ -147,6 +152,8 @@ class ClusterWatcher:
         self._absent_logged: set[str] = set()
         for r in resources:
             state.cluster.kinds[resource_id(r)] = {"synced": False, "resource_version": None, "restarts": 0, "error": None}
+            if resource_id(r) in FRESH_KINDS:
+                state.cluster.kinds[resource_id(r)]["confirmed"] = None
         state.cluster.synced = False
 
     # ---- loop side: the only code that touches the snapshot ----
@@ -205,6 +212,12 @@ class ClusterWatcher:
         self.state.cluster.synced = synced
         self.state.metrics.cluster_synced.set(1 if synced else 0)
 
+    def _confirm(self, rid: str, at: float) -> None:
+        """The API server proved this kind's view current as of `at` (monotonic; posted after what it proves)."""
+        entry = self.state.cluster.kinds[rid]
+        if entry.get("confirmed") is None or at > entry["confirmed"]:
+            entry["confirmed"] = at
+
     def _restart(self, rid: str, reason: str, error: str | None = None) -> None:
         self.state.metrics.watch_restarts.labels(rid, reason).inc()
         entry = self.state.cluster.kinds[rid]
@@ -224,19 +237,29 @@ class ClusterWatcher:
     # ---- thread side: blocking I/O only ----
 
     def _list(self, res: Resource) -> str | None:
+        sent = time.monotonic()
         resp = _call(self.api, res, _request_timeout=(10, 120))
         doc = orjson.loads(resp.data)
         rv = (doc.get("metadata") or {}).get("resourceVersion")
         self._post(self._apply_list, res, doc.get("items") or [], rv)
+        if resource_id(res) in FRESH_KINDS:  # a list is a consistent read: current as of when it was sent
+            self._post(self._confirm, resource_id(res), sent)
         return rv
 
     def _watch(self, res: Resource, rv: str) -> str | None:
-        """Stream events from `rv`; returns the last resourceVersion, or None when a relist is needed."""
-        resp = _call(
-            self.api, res, watch=True, resource_version=rv, allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_seconds, _request_timeout=(10, self.watch_seconds + 30),
-        )
+        """Stream events from `rv`; returns the last resourceVersion, or None when a relist is needed.
+
+        A kind of FRESH_KINDS watches for `fresh.WINDOW` seconds, gives up a connection silent
+        for `fresh.SILENCE` (half-open), and records the confirmation a clean close brings.
+        """
         rid = resource_id(res)
+        short = rid in FRESH_KINDS
+        window = min(self.watch_seconds, fresh.WINDOW) if short else self.watch_seconds
+        sent = time.monotonic()
+        resp = _call(
+            self.api, res, watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=window,
+            _request_timeout=(10, fresh.SILENCE) if short else (10, self.watch_seconds + 30),
+        )
         try:
             for line in _lines(resp):
                 if self.stopped.is_set():
@@ -253,13 +276,19 @@ class ClusterWatcher:
                     self._post(self._apply_event, res, kind, obj, time.perf_counter())
         finally:
             resp.release_conn()
-        self._post(self._restart, rid, "closed")
+        if short:
+            at = fresh.confirmed_by_window(sent, time.monotonic(), window)
+            if at is not None:
+                self._post(self._confirm, rid, at)
+        else:
+            self._post(self._restart, rid, "closed")
         return rv
 
     def _run(self, res: Resource) -> None:
         from kubernetes.client.rest import ApiException
 
         rid, rv, backoff = resource_id(res), None, 1.0
+        cap = fresh.BACKOFF_MAX if rid in FRESH_KINDS else 30.0  # (a fresh kind must recover by itself within the bound)
         while not self.stopped.is_set():
             try:
                 if rv is None:
@@ -280,11 +309,11 @@ class ClusterWatcher:
                     continue
                 self._post(self._restart, rid, "error", f"HTTP {exc.status}: {exc.reason}")
                 self.stopped.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
-            except Exception as exc:  # noqa: BLE001 - network trouble: back off and reconnect
+                backoff = min(backoff * 2, cap)
+            except Exception as exc:  # noqa: BLE001 - network trouble (a silent connection too): back off and reconnect
                 self._post(self._restart, rid, "error", f"{type(exc).__name__}: {exc}"[:300])
                 self.stopped.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, cap)
 
     async def run(self) -> None:
         """Start one watcher thread per resource and wait until cancelled."""
