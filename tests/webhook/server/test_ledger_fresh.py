@@ -15,11 +15,10 @@ import asyncio
 import contextlib
 import time
 
-import pytest
-
 from policy.cluster.snapshot import ClusterSnapshot
+from tests.webhook.server import test_ledger_escrow as escrow
 from tests.webhook.server.test_ledger import NS, post, until, until_ready
-from tests.webhook.wh_harness import make_pki, pod, review, running
+from tests.webhook.wh_harness import pod, review, running
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.ledger import ClusterLedger, fresh
 from webhook.ledger.admitted import SETTLE
@@ -28,7 +27,8 @@ from webhook.server.reload import PolicyReloader, PolicySource
 from webhook.server.state import State
 from webhook.server.watch import ClusterWatcher, Resource
 
-QUOTA = 64
+QUOTA = escrow.QUOTA
+pki, policy_dir, escrow_on = escrow.pki, escrow.policy_dir, escrow.escrow_on  # the fixtures: one 64-GPU quota, escrow on
 WATCHED = (Resource("Pod", "v1", "pods"), Resource("Namespace", "v1", "namespaces"))
 
 
@@ -79,22 +79,6 @@ class FreezingProxy:
         for conn in self.conns:
             for w in conn["writers"]:
                 w.transport.abort()
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture()
-def policy_dir(tmp_path):
-    (tmp_path / "q.policy").write_text(f'quota team-a {{\n  for namespace matches "team-a*"\n  gpus {QUOTA}\n}}\n')
-    return tmp_path
-
-
-@pytest.fixture(autouse=True)
-def escrow_on(monkeypatch):
-    monkeypatch.setenv("ALLOT_LEDGER_ESCROW", "1")
 
 
 def live_replica(policy_dir, url: str) -> tuple[State, ClusterWatcher]:
