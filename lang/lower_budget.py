@@ -142,7 +142,7 @@ def _half_life(low, s: ast.HalfLife | None) -> int | None:
     if s is None:
         return None
     unit = s.unit.name
-    seconds = DURATION_UNITS.get(unit[:-1] if unit.endswith("s") else unit)
+    seconds = DURATION_UNITS.get(unit.removesuffix("s"))
     if seconds is None:
         low.err("E0312", f"unknown duration unit `{unit}`", s.unit.span, _close(unit, [u + "s" for u in DURATION_UNITS]) or "units: seconds, minutes, hours, days, weeks")
         return None

@@ -60,8 +60,8 @@ def test_defaults_and_a_fractional_amount():
         ("budget b {\n  gpu_hours 0\n  period day\n}\n", [("E0305", 2)]),
         ("budget b {\n  gpu_hours 10 of a100\n  period day\n}\n", [("E0102", 2)]),
         ("budget b {\n  gpu_hours 10\n  gpu_hours 20\n  period day\n}\n", [("E0106", 3)]),
-        ('budget a {\n  for namespace == "x"\n  gpu_hours 10\n  period day\n}\n'
-         'budget b {\n  for namespace == "x"\n  gpu_hours 20\n  period day in "UTC"\n}\n', [("E0311", 6)]),
+        (('budget a {\n  for namespace == "x"\n  gpu_hours 10\n  period day\n}\n'
+         'budget b {\n  for namespace == "x"\n  gpu_hours 20\n  period day in "UTC"\n}\n'), [("E0311", 6)]),
     ],
 )
 def test_each_mistake_has_its_code_and_line(src, want):
