@@ -172,4 +172,9 @@ def start_meter(state: Any, api_client: Any, namespace: str, tasks: list) -> Met
     api.keep()
     state.meter = MeterService(state, namespace, api, clock)
     tasks.append(state.meter.run)
+    registry = getattr(getattr(state, "metrics", None), "registry", None)
+    if registry is not None:
+        from webhook.meter.metrics import BudgetCollector
+
+        registry.register(BudgetCollector(state.meter))
     return state.meter

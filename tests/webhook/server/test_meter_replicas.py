@@ -11,6 +11,7 @@ import email.utils
 import types
 
 import orjson
+from prometheus_client import CollectorRegistry
 
 import lang
 from policy.budget.calendar import days_from_civil
@@ -21,6 +22,7 @@ from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.meter import store
 from webhook.meter.api import dated_api
 from webhook.meter.clock import ServerClock
+from webhook.meter.metrics import BudgetCollector
 from webhook.meter.service import MeterService
 
 NS = "allot-system"
@@ -101,6 +103,11 @@ def test_one_writes_the_other_adopts_and_both_agree_exactly():
         want = 8000 * (3600 + 10) * S + 2000 * 5 * S + 4000 * 1 * S
         assert used(a) == used(b) == want == stored_used(double)[1]
         assert a.writes["ok"] == 2 and b.writes["ok"] == 0
+        registry = CollectorRegistry()
+        registry.register(BudgetCollector(b))
+        assert registry.get_sample_value("allot_budget_used_gpu_hours", {"budget": "research", "period": "2025-06"}) == want / 3_600_000_000
+        assert registry.get_sample_value("allot_budget_burn_gpus", {"budget": "research"}) == 12
+        assert registry.get_sample_value("allot_budget_meter_writer") == 0
 
     scenario(body)
 
