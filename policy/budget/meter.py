@@ -20,6 +20,7 @@ from policy.budget.calendar import Calendar, parse_time
 from policy.cluster.ledger import pod_key
 from policy.cluster.snapshot import is_live
 
+_EMPTY: dict = {}
 RECENT_KEPT = 4096  # rate changes kept per budget for `accrued` (older ones are folded: see `_prune`)
 
 
@@ -72,11 +73,13 @@ class BudgetMeter:
         self.recent: list[deque] = [deque() for _ in specs]  # (t_ms, delta milli-GPU), oldest first
         self.pods: dict[str, tuple[tuple[tuple[int, int], ...], int]] = {}  # pod key -> ((budget, milli), …), bound start
         self.index_of = {s.name: s.index for s in specs}
-        self.unkeyed = [s for s in specs if s.namespace is None]
-        self.by_namespace: dict[str, list[BudgetSpec]] = {}
+        # Per namespace, the budgets that can match there (every unkeyed one, then its own): one dict hit per event.
+        self.unkeyed = tuple((s.index, s.model, s.selector) for s in specs if s.namespace is None)
+        keyed: dict[str, list] = {}
         for s in specs:
             if s.namespace is not None:
-                self.by_namespace.setdefault(s.namespace, []).append(s)
+                keyed.setdefault(s.namespace, []).append((s.index, s.model, s.selector))
+        self.by_namespace = {ns: self.unkeyed + tuple(own) for ns, own in keyed.items()}
         self.clock: Callable[[], int] | None = None  # UTC ms of a watch event: the webhook sets the API server's clock
         self.last_ms = 0  # the latest time the meter was told; events use it when no clock is set
 
@@ -97,14 +100,12 @@ class BudgetMeter:
 
     def charges_for(self, w) -> tuple[tuple[int, int], ...]:
         """(budget index, milli-GPU) of every budget whose `for` and model match `w`."""
-        if w.total_gpus <= 0:
+        gpus = w.total_gpus
+        if gpus <= 0:
             return ()
-        keyed = self.by_namespace.get(w.namespace, ())
-        out = []
-        for s in (self.unkeyed + keyed) if keyed else self.unkeyed:
-            if (s.model is None or s.model == w.gpu_model) and (s.selector is None or s.selector(w)):
-                out.append((s.index, w.total_gpus))
-        return tuple(out)
+        model = w.gpu_model
+        return tuple((i, gpus) for i, m, sel in self.by_namespace.get(w.namespace, self.unkeyed)
+                     if (m is None or m == model) and (sel is None or sel(w)))
 
     def attach(self, snapshot, t_ms: int) -> None:
         """Charge every bound pod of `snapshot` from its start (within the period), then follow its events at the clock's time."""
@@ -142,10 +143,11 @@ class BudgetMeter:
     def pod_event(self, event: str, old: dict | None, new: dict | None, t_ms: int) -> None:
         """A pod appeared, changed or went away at `t_ms`: its accrual starts, stops or moves between budgets."""
         obj = new if new is not None else old
-        key = pod_key(obj)
+        meta = obj.get("metadata") or _EMPTY
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"  # policy.cluster.ledger.pod_key, inlined
         prev = self.pods.get(key)
         charges = ()
-        if event != "DELETED" and new is not None and holds_gpus(new):
+        if event != "DELETED" and new is not None and (new.get("spec") or _EMPTY).get("nodeName") and is_live(new):
             charges = self.charges_for(self.to_workload(new))
         if prev is not None and prev[0] == charges:
             return  # a status update: it holds what it held
@@ -159,10 +161,16 @@ class BudgetMeter:
                 self._change(i, milli, t_ms)
 
     def _change(self, i: int, delta: int, t_ms: int) -> None:
-        self._advance(i, t_ms)
+        at = self.at[i]
+        if at < t_ms < self.end[i]:  # inlined _advance: the common case, no boundary on the way
+            self.used[i] += self.rate[i] * (t_ms - at)
+            self.at[i] = at = t_ms
+        else:
+            self._advance(i, t_ms)
+            at = self.at[i]
         self.rate[i] += delta
         recent = self.recent[i]
-        recent.append((self.at[i], delta))
+        recent.append((at, delta))
         if len(recent) > RECENT_KEPT:
             recent.popleft()
 
