@@ -231,12 +231,63 @@ class Models:
     key: ClassVar[str] = "models"
 
 
-Stmt = Union[Setting, Level, Cond, RequireTopology, Allow, DenyStmt, SetStmt, Models]
+@dataclass(frozen=True, slots=True)
+class GpuHours:
+    """`gpu_hours 20000 [of h100]`: a budget's GPU-hours per period, of one model or of all."""
+
+    amount: Num
+    model: Ident | None
+    span: Span
+    key: ClassVar[str] = "gpu_hours"
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """`period month [in "Europe/Berlin"]`: the calendar period a budget renews on, in an IANA time zone."""
+
+    unit: Ident
+    zone: Str | None
+    span: Span
+    key: ClassVar[str] = "period"
+
+
+@dataclass(frozen=True, slots=True)
+class OnSpent:
+    """`on spent deny`, `on spent warn`, `on spent priority batch`."""
+
+    action: Ident
+    tier: Ident | None
+    span: Span
+    key: ClassVar[str] = "on spent"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """`warn at 80%, 100%`: shares of a budget that warn when its use reaches them."""
+
+    values: tuple[Num, ...]
+    span: Span
+    key: ClassVar[str] = "warn at"
+
+
+@dataclass(frozen=True, slots=True)
+class HalfLife:
+    """`half_life 7 days`: the decay of a budget's usage weight (for fair sharing)."""
+
+    amount: Num
+    unit: Ident
+    span: Span
+    key: ClassVar[str] = "half_life"
+
+
+BUDGET_STMTS = (GpuHours, Period, OnSpent, Thresholds, HalfLife)
+
+Stmt = Union[Setting, Level, Cond, RequireTopology, Allow, DenyStmt, SetStmt, Models, GpuHours, Period, OnSpent, Thresholds, HalfLife]
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A top-level declaration: `KIND [NAME] { stmts }`; `kind` is gpu/topology/quota/fraction/gang/agents/rule."""
+    """A top-level declaration: `KIND [NAME] { stmts }`; `kind` is gpu/topology/quota/fraction/gang/agents/rule/budget."""
 
     kind: str
     name: Ident | None

@@ -93,7 +93,7 @@ class Builder:
         stmts = tuple(k for k in kids[1:-1] if not isinstance(k, str))
         return ast.Block(kind, name, stmts, self.sp(kids))
 
-    gpu_block = topology_block = quota_block = fraction_block = gang_block = agents_block = rule_block = _block
+    gpu_block = topology_block = quota_block = fraction_block = gang_block = agents_block = rule_block = budget_block = _block
 
     def priority_decl(self, kids):
         types = [k.type for k in kids]
@@ -162,6 +162,28 @@ class Builder:
 
     product_stmt = memory_stmt = cohort_stmt = gpus_stmt = gpu_memory_stmt = borrow_stmt = lend_stmt = _setting
     min_stmt = max_stmt = per_gpu_stmt = unplaceable_stmt = mode_stmt = _setting
+
+    # ---- budget statements (lang/lower_budget.py checks them) ---------------
+
+    def num(self, t) -> ast.Num:
+        return ast.Num(str(t), self.tok(t))
+
+    def gpu_hours_stmt(self, kids):
+        return ast.GpuHours(self.num(kids[1]), self.ident(kids[2]) if len(kids) > 2 else None, self.sp(kids))
+
+    def period_stmt(self, kids):
+        zone = next((self.str_(k) for k in kids[2:] if k.type == "STRING"), None)
+        return ast.Period(self.ident(kids[1]), zone, self.sp(kids))
+
+    def spent_stmt(self, kids):
+        names = [k for k in kids[1:] if k.type == "NAME"]
+        return ast.OnSpent(self.ident(names[0]), self.ident(names[1]) if len(names) > 1 else None, self.sp(kids))
+
+    def warn_at_stmt(self, kids):
+        return ast.Thresholds(tuple(self.num(k) for k in kids if k.type == "NUMBER"), self.sp(kids))
+
+    def half_life_stmt(self, kids):
+        return ast.HalfLife(self.num(kids[1]), self.ident(kids[2]), self.sp(kids))
 
     def memory_floor_stmt(self, kids):
         s = self._setting(kids)

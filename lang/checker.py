@@ -48,7 +48,7 @@ def check_statements(block: ast.Block, diags: list[Diagnostic]) -> dict[str, ast
     for s in block.stmts:
         if isinstance(s, REPEATABLE):
             continue
-        key = s.key if isinstance(s, (ast.Setting, ast.Cond, ast.Models)) else type(s).__name__
+        key = s.key if isinstance(s, (ast.Setting, ast.Cond, ast.Models, *ast.BUDGET_STMTS)) else type(s).__name__
         if isinstance(s, ast.Setting) and s.of is not None:
             key = f"gpus of {s.of.name}"
         if key in out:

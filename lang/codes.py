@@ -41,6 +41,12 @@ CODES: dict[str, str] = {
     "E0305": "value out of range",
     "E0306": "borrow/lend without a cohort",
     "E0307": "topology levels must be distinct and widest first",
+    # E0308-E0312: budget codes (docs/budgets.md)
+    "E0308": "unknown budget period (day, week, month, quarter)",
+    "E0309": "unknown time zone (an IANA name such as `Europe/Berlin`)",
+    "E0310": "unknown priority tier for `on spent priority`",
+    "E0311": "two budgets meter the same workloads, model and period",
+    "E0312": "a duration with an unknown unit (`half_life 7 days`)",
     # Wxxxx: warnings (do not fail `allot check`)
     "W0301": "condition is always true",
     "W0302": "cohort has a single member: nothing to borrow or lend",
@@ -49,4 +55,6 @@ CODES: dict[str, str] = {
     "W0305": "a per-model cap makes `borrow` useless for that model's pods",
     "W0306": "`quota.covered` cannot change: no quota is declared, or one has no `for`",
     "W0307": "no verb of an allow happens on one of its subresources (`create pods/exec`: exec is `connect`)",
+    # W0308: budget code (docs/budgets.md)
+    "W0308": "`on spent priority` names the highest class: spent work is moved to no lower tier",
 }

@@ -72,6 +72,16 @@ def show_stmt(s: ast.Stmt) -> str:
         return " ".join(parts)
     if isinstance(s, ast.Models):
         return "models " + ", ".join(n.name for n in s.names)
+    if isinstance(s, ast.GpuHours):
+        return f"gpu_hours {s.amount.text}" + (f" of {s.model.name}" if s.model is not None else "")
+    if isinstance(s, ast.Period):
+        return f"period {s.unit.name}" + (f" in {s.zone.raw}" if s.zone is not None else "")
+    if isinstance(s, ast.OnSpent):
+        return f"on spent {s.action.name}" + (f" {s.tier.name}" if s.tier is not None else "")
+    if isinstance(s, ast.Thresholds):
+        return "warn at " + ", ".join(f"{v.text}%" for v in s.values)
+    if isinstance(s, ast.HalfLife):
+        return f"half_life {s.amount.text} {s.unit.name}"
     if isinstance(s, ast.SetStmt):
         return f"set {s.target.name}[{s.key.raw}] = {show_expr(s.value)}"
     raise AssertionError(f"unhandled statement {type(s).__name__}")

@@ -362,7 +362,32 @@ class Rule:
         return f"rule {self.name}"
 
 
-Block = Union[GpuModel, Topology, Priority, Quota, Fraction, Gang, Agents, Rule]
+PERIODS = ("day", "week", "month", "quarter")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """`budget NAME { … }`: GPU-hours per calendar period over a selector, metered from the pods that hold GPUs."""
+
+    name: str
+    selector: Expr | None
+    amount: int  # milli-GPU-seconds per period (GPU-hours x 3,600,000)
+    model: str | None  # a declared gpu: only its pods are metered; None = every GPU
+    period: Literal["day", "week", "month", "quarter"]
+    zone: str  # IANA time zone the period's boundaries fall in
+    on_spent: Literal["deny", "warn", "priority"]
+    tier: str | None  # the priority class spent work moves to (`on spent priority TIER`)
+    thresholds: tuple[int, ...]  # per mille of `amount` at which a warning is given (800 = 80 %), ascending
+    half_life: int | None  # seconds, for decayed-usage weights (parsed and checked; fair sharing reads it)
+    mode: Mode
+    span: Span
+
+    @property
+    def id(self) -> str:
+        return f"budget {self.name}"
+
+
+Block = Union[GpuModel, Topology, Priority, Quota, Fraction, Gang, Agents, Rule, Budget]
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,4 +402,5 @@ class PolicySet:
     gangs: tuple[Gang, ...] = ()
     agents: tuple[Agents, ...] = ()
     rules: tuple[Rule, ...] = ()
+    budgets: tuple[Budget, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (path, text)

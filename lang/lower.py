@@ -187,12 +187,13 @@ def check_covered(policy: ir.PolicySet, scope: Scope, diags: list[Diagnostic]) -
 def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     """Check and lower parsed files (any order) into one PolicySet in (path, line) order."""
     from lang.lower_blocks import lower_agents, lower_gang, lower_rule
+    from lang.lower_budget import check_overlaps, lower_budget
 
     diags: list[Diagnostic] = []
     decls = [d for f in sorted(files, key=lambda f: f.path) for d in f.decls]
     low = Lowerer(collect_scope(decls, diags), diags)
     low.scope.unparsed = {u for f in files for u in f.unparsed}
-    out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "quotas", "fractions", "gangs", "agents", "rules")}
+    out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "quotas", "fractions", "gangs", "agents", "rules", "budgets")}
     seen: set[tuple[str, str]] = set()
     table = {
         "gpu": ("gpus", low.gpu),
@@ -204,16 +205,23 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
         "agents": ("agents", lambda b: lower_agents(low, b)),
         "rule": ("rules", lambda b: lower_rule(low, b)),
     }
+    budgets = []
     for d in decls:
         key = (d.kind, decl_name(d))
         if key in seen:  # duplicate: already reported, lower only the first
             continue
         seen.add(key)
+        if d.kind == "budget":  # after the loop: `on spent priority` names classes declared anywhere in the set
+            budgets.append(d)
+            continue
         bucket, fn = table[d.kind]
         node = fn(d)
         if node is not None:
             out[bucket].append(node)
     check_priorities(out["priorities"], diags)
+    tiers = {p.name: p.value for p in out["priorities"]}
+    out["budgets"] = [x for x in (lower_budget(low, d, tiers) for d in budgets) if x is not None]
+    check_overlaps(out["budgets"], diags)
     partial = {sp for f in files for sp in f.partial}
     if partial:  # a block read without its bad statement: what it lacks may be that statement (the syntax error says so)
         diags[:] = [d for d in diags if not (d.code == "E0111" and d.span in partial)]

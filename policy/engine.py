@@ -48,9 +48,28 @@ class SnapshotState:
         self.snapshot = snapshot
         self.compiled = compiled
         self._planner = None
-        self.quota = QuotaLedger(compiled.quota_specs, to_workload)
+        self._meter = None
+        # One normalization per pod event for the quota ledger and the budget meter (the meter clears it after each event).
+        self.live = LastWorkload(to_workload) if compiled.budget_specs else to_workload
+        self.quota = QuotaLedger(compiled.quota_specs, self.live)
         if compiled.quota_specs:
             self.quota.attach(snapshot)
+
+    @property
+    def meter(self):
+        """The budget meter over this snapshot once attached (policy/budget/meter.py), else None."""
+        return self._meter
+
+    def meter_at(self, t_ms: int, clock=None):
+        """The budget meter, attached at `t_ms` on first use; None without budgets (webhook/meter/ binds it to the API server's clock)."""
+        if self._meter is None and self.compiled.budget_specs:
+            from policy.budget.meter import BudgetMeter
+
+            meter = BudgetMeter(self.compiled.budget_specs, self.live)
+            meter.clock = clock
+            meter.attach(self.snapshot, t_ms)
+            self._meter = meter
+        return self._meter
 
     def planner(self):
         """The gang planner over this snapshot's placement index (loaded when a gang first needs it)."""
@@ -67,6 +86,24 @@ class SnapshotState:
             self._planner.watch = DomainWatch(self._planner, self.quota.to_workload)
             subscribe_weakly(self.snapshot, self._planner.watch.on_event)
         return self._planner
+
+
+class LastWorkload:
+    """`to_workload` remembering the last pod it read, so the quota ledger and the budget meter normalize each event once."""
+
+    __slots__ = ("to_workload", "obj", "w")
+
+    def __init__(self, to_workload: Callable[[dict], object]):
+        self.to_workload, self.obj, self.w = to_workload, None, None
+
+    def __call__(self, obj: dict):
+        if obj is not self.obj:
+            self.obj, self.w = obj, self.to_workload(obj)
+        return self.w
+
+    def clear(self) -> None:
+        """Forget the last pod (after each event: a dict changed in place must be read again)."""
+        self.obj = self.w = None
 
 
 class Engine:

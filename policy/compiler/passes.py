@@ -3,7 +3,7 @@
 Each pass reads the `PolicySet` and what earlier passes produced, and adds to the
 `Compiled` result. Nothing here runs per request; `Engine.decide` only calls the
 generated pipeline these passes build, in kind order: agents, priority, fraction,
-quota, gang, rules (identity first, mutations last).
+quota, budget, gang, rules (identity first, mutations last).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lang import ir
-from policy.blocks import agents, fraction, gang, priority, quota, rules
+from policy.blocks import agents, budget, fraction, gang, priority, quota, rules
 from policy.blocks import models
 from policy.compiler.expr import Levels, compile_condition, compile_expr, compile_template
 from policy.context import where
@@ -35,6 +35,7 @@ class Compiled:
     modes: dict[str, str] = field(default_factory=dict)  # block id -> effective mode
     identities: list[Callable] = field(default_factory=list)
     quota_specs: list[quota.QuotaSpec] = field(default_factory=list)
+    budget_specs: list = field(default_factory=list)  # policy.budget.meter.BudgetSpec, for the per-snapshot meter
     checks: list[tuple[str, Callable]] = field(default_factory=list)  # (stage, check) in evaluation order
     steps: list[Step] = field(default_factory=list)  # checks[i] as a pipeline step: guard, `for`, check
     namespace_keys: dict[int, str] = field(default_factory=dict)  # position in `checks` -> the only namespace it can match
@@ -60,7 +61,7 @@ class Compiled:
 
 
 def _governing(policy: ir.PolicySet):
-    return (*policy.quotas, *policy.fractions, *policy.gangs, *policy.agents, *policy.rules)
+    return (*policy.quotas, *policy.fractions, *policy.gangs, *policy.agents, *policy.rules, *policy.budgets)
 
 
 def index_declarations(c: Compiled) -> None:
@@ -123,6 +124,17 @@ def compile_quotas(c: Compiled) -> None:
             _add(c, "quota", q.selector, models.make_check("quota", q.name, q.id, q.span, q.models, c.modes[q.id]), QUOTA_GUARD)
 
 
+def compile_budgets(c: Compiled) -> None:
+    """Budget blocks (after quotas: a workload over its quota is denied there first) and the specs the meter is built from."""
+    for i, b in enumerate(c.policy.budgets):
+        key = namespace_key(b.selector)
+        # The meter looks budgets up by namespace: a `for` that is only `namespace == "x"` needs no test after that.
+        selector = None if key is not None and isinstance(b.selector, ir.Compare) else c.cond(b.selector)
+        spec = budget.compile_budget(b, i, selector, c.modes[b.id], key)
+        c.budget_specs.append(spec)
+        _add(c, "budget", b.selector, budget.make_check(spec, c.policy.priorities), BUDGET_GUARD)
+
+
 def compile_gangs(c: Compiled) -> None:
     """Gang blocks with their topology requirements' `when` closures."""
     for g in c.policy.gangs:
@@ -162,6 +174,7 @@ PRIORITY_GUARD = "w.operation == 'CREATE' and w.total_gpus > 0"
 FRACTION_GUARD = "w.fraction is not None"
 # Workload objects (policy/subject/workloads.py) also reach quota and gang on an UPDATE that adds GPUs, never while suspended.
 QUOTA_GUARD = "(w.operation == 'CREATE' or w.added_gpus) and (w.total_gpus > 0 or w.gpu_memory) and not w.suspended"
+BUDGET_GUARD = "(w.operation == 'CREATE' or w.added_gpus) and w.total_gpus > 0 and not w.suspended"
 GANG_GUARD = "(w.operation == 'CREATE' or w.added_gpus) and (w.total_gpus > 0 or w.kind != 'Pod') and not w.suspended"  # CPU pods (launchers) are no gang members
 
 
@@ -210,6 +223,7 @@ PASSES: list[tuple[str, Callable[[Compiled], None]]] = [
     ("compile-priority", compile_priority),
     ("compile-fractions", compile_fractions),
     ("compile-quotas", compile_quotas),
+    ("compile-budgets", compile_budgets),
     ("compile-gangs", compile_gangs),
     ("compile-rules", compile_rules),
     ("index-by-namespace", index_by_namespace),

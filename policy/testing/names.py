@@ -22,6 +22,7 @@ REASON_CODES = frozenset({
     "GangMinMembersMissing", "PlacementNotEvaluated", "GangUnplaceable", "GangNotYetPlaceable", "GangModelNotAllowed",
     "AgentNotAllowed", "AgentDenied", "UnknownIdentity",
     "RuleDenied", "RuleWouldSet",
+    "BudgetSpent", "BudgetThreshold", "BudgetMovedToTier", "BudgetDurationUnreadable",
     # normalization problems (block `subject`, docs/dialects.md)
     "MalformedQuantity", "MalformedObject", "MalformedResourceName", "MalformedResourceRequests",
     "MalformedDuplicateKey", "InvalidFraction", "UnknownGpuDialectValue", "MissingGroup", "MissingResourceClaim",

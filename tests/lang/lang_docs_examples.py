@@ -4,7 +4,7 @@ import pathlib
 import re
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
-PAGES = (DOCS / "language.md", DOCS / "blocks.md")  # the language reference: the language, then its blocks
+PAGES = (DOCS / "language.md", DOCS / "blocks.md", DOCS / "budgets.md")  # the language reference: the language, its blocks, budgets
 _FENCE = re.compile(r"^```policy\n(.*?)^```", re.M | re.S)
 
 

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("lint", "judge Kubernetes manifests in git with the webhook's engine"),
     "place": ("place", "ask the placement evaluator where a gang fits"),
     "simulate": ("simulate", "replay a trace through a policy set and a scheduler model"),
+    "usage": ("usage", "GPU-hour budgets: used, left, burn rate and run-out date"),
     "serve": ("serve", "run the admission webhook over HTTPS"),
     "demo": ("demo", "run the webhook against the embedded demo cluster"),
     "compile": ("compile", "emit webhook configurations, PriorityClasses and a bundle"),

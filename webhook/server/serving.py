@@ -160,6 +160,9 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
             log.info("ledger in namespace %s, %s", o.ledger,
                      "with escrow (slices)" if state.ledger.escrow else "without escrow: a compare-and-swap per admission")
             tasks.append(state.ledger.run)
+            from webhook.meter.service import start_meter
+
+            start_meter(state, api, o.ledger, tasks)
     ca_path = None
     if o.self_signed:
         cert, key, ca_path = self_signed(o.certs_dir, o.host, o.extra_sans)

@@ -122,6 +122,7 @@ class State:
         self.engine = None
         self.snapshot = snapshot
         self.ledger: Any = None  # webhook/ledger ClusterLedger when holds are shared through the API; only its face is called (webhook/ledger/face.py)
+        self.meter: Any = None  # webhook/meter MeterService when budgets are metered through the API; rebound on every swap
         if engine is not None:
             self.swap_engine(engine, PolicyStatus(generation=1, source="(given)"))
 
@@ -135,6 +136,7 @@ class State:
         self.metrics.policy_generation.set(status.generation)
         self.metrics.policy_digest.clear()
         self.metrics.policy_digest.labels(status.digest).set(1)
+        self._rebind_meter()
 
     def reject_policy(self, message: str, now: float) -> None:
         """Record a policy set that failed to load; the running engine stays."""
@@ -147,6 +149,12 @@ class State:
         self.snapshot = snapshot
         self.cluster.source = source
         self.cluster.synced = synced
+        self._rebind_meter()
+
+    def _rebind_meter(self) -> None:
+        """The budget meter follows the engine and snapshot serving now (its use carried over: webhook/meter/service.py)."""
+        if self.meter is not None:
+            self.meter.bind()
 
     # -- health --
 
@@ -203,6 +211,11 @@ def warm_engine(engine: Any, snapshot: Any) -> None:
     warm = getattr(engine, "warm", None) or getattr(engine, "state_for", None)  # stand-ins have neither
     if warm is not None and snapshot is not None:
         warm(snapshot)
+        meter_at = getattr(getattr(engine, "state_for", lambda s: None)(snapshot), "meter_at", None)
+        if meter_at is not None:  # budgets: the meter reads every live pod once, here rather than in a request
+            import time
+
+            meter_at(int(time.time() * 1000))
 
 
 def adopt_gangs(engine: Any, previous: Any, snapshot: Any, now: float) -> list[str]:
