@@ -7,7 +7,7 @@ NodeResourcesFit scoring strategies, over cpu, memory and — for GPU pods — G
 
 - `spread`: LeastAllocated, the kube-scheduler default: the node left emptiest after placing.
 - `binpack`: MostAllocated: the node left fullest.
-- `best-fit`: the node whose free GPU the pod fills most tightly (then the fullest), so
+- `least-free-gpu`: the node whose free GPU the pod fills most tightly (then the fullest), so
   whole devices stay whole for whole-GPU pods.
 
 Scores are exact fractions; ties go to the node first in name order (kube-scheduler
@@ -27,7 +27,7 @@ from sortedcontainers import SortedList
 from policy.placement.devices import FULL, Demand
 from policy.simulate.resources import NodeAllocatable, NodeSelection
 
-SCHEDULERS = ("spread", "binpack", "best-fit")
+SCHEDULERS = ("spread", "binpack", "least-free-gpu")
 GPU_PRODUCT = "nvidia.com/gpu.product"
 # Labels that describe a node's hardware (GFD, node.kubernetes.io/instance-type) join its group's shape; the
 # rest (hostname, rack, zone…) vary per node and would split groups down to single nodes.
@@ -137,7 +137,7 @@ class Scheduler:
                 self._refresh(node)
 
     # ---- usage ---------------------------------------------------------------------------
-    def bind(self, node_name: str, req: PodRequest) -> None:
+    def bind(self, node_name: str, req: PodRequest, key: str | None = None) -> None:
         """Count a pod bound to the node (after the placement index saw the bind)."""
         node = self.nodes.get(node_name)
         if node is None:
@@ -150,7 +150,7 @@ class Scheduler:
         if node.group is not None:
             self._refresh(node)
 
-    def unbind(self, node_name: str, req: PodRequest) -> None:
+    def unbind(self, node_name: str, req: PodRequest, key: str | None = None) -> None:
         """Forget a bound pod (after the placement index saw it go)."""
         node = self.nodes.get(node_name)
         if node is None:
@@ -252,7 +252,7 @@ class Scheduler:
 
     def _better(self, a: SimNode, b: SimNode, req: PodRequest) -> bool:
         """Whether node `a` scores above node `b` for the pod (ties: the first in name order)."""
-        if self.kind == "best-fit" and req.demand is not None:
+        if self.kind == "least-free-gpu" and req.demand is not None:
             left_a, left_b = a.group.cap_gpu - a.gpu_used, b.group.cap_gpu - b.gpu_used
             if left_a != left_b:
                 return left_a < left_b

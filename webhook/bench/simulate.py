@@ -15,6 +15,8 @@ import pathlib
 import subprocess
 import sys
 
+from webhook.cli.simulate import SCHEDULERS  # one list of models for both commands
+
 CASES = ("openb-time", "openb-saturate", "openb-saturate-progress", "synthetic")
 BUDGET_S = {"openb-time": 10.0, "openb-saturate": 10.0, "openb-saturate-progress": 10.0, "synthetic": 60.0}
 GIB = 2**30
@@ -27,7 +29,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--openb", metavar="DIR", help="folder holding the openb CSVs (default: ../shared/data/openb beside the repository)")
     parser.add_argument("--nodes", type=int, default=16384, help="synthetic cluster nodes (default 16384)")
     parser.add_argument("--pods", type=int, default=100000, help="synthetic trace pods (default 100000)")
-    parser.add_argument("--scheduler", choices=("spread", "binpack", "best-fit"), default="spread")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="spread")
     parser.add_argument("--only", choices=CASES, action="append", help="run only this case (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--case", choices=CASES, help=argparse_suppress())
