@@ -96,6 +96,20 @@ class Group:
         self.by_cpu = SortedList()  # (key, i, node) of every node, best first for CPU-only pods
 
 
+def move_gauges(sched, node, used: int, partial_free: int, cpu_free: int, mem_free: int) -> None:
+    """Set a node's gauges (GPU used, idle on shared devices, idle on a used node, idle where cpu or memory ran out)
+    and move the scheduler's cluster totals by the change."""
+    free = node.gpus * FULL - used
+    starved = free if free and (cpu_free < STARVED_CPU or mem_free < STARVED_MEMORY) else 0
+    gauges = (used, partial_free, free if used and free else 0, starved)
+    old = node.gauges
+    sched.gpu_alloc += gauges[0] - old[0]
+    sched.frag_device += gauges[1] - old[1]
+    sched.frag_node += gauges[2] - old[2]
+    sched.frag_starved += gauges[3] - old[3]
+    node.gauges = gauges
+
+
 class Scheduler:
     """Chooses a node for each admitted pod and keeps usage, allocation and fragmentation gauges."""
 
@@ -182,14 +196,7 @@ class Scheduler:
         else:
             used = 0
         free = node.gpus * FULL - used
-        starved = free if free and (group.cap_cpu - node.cpu_used < STARVED_CPU or group.cap_mem - node.mem_used < STARVED_MEMORY) else 0
-        gauges = (used, partial_free, free if used and free else 0, starved)
-        old = node.gauges
-        self.gpu_alloc += gauges[0] - old[0]
-        self.frag_device += gauges[1] - old[1]
-        self.frag_node += gauges[2] - old[2]
-        self.frag_starved += gauges[3] - old[3]
-        node.gauges = gauges
+        move_gauges(self, node, used, partial_free, group.cap_cpu - node.cpu_used, group.cap_mem - node.mem_used)
         node.gpu_used = used
         if node.gkey is not None:
             lst = group.by_gpu[node.glist]

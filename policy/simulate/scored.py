@@ -21,13 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from policy.simulate import scores
 from policy.simulate.fragment import Fragmentation, Shape, typical_mix
-from policy.simulate.scheduler import (
-    SHAPE_LABELS,
-    STARVED_CPU,
-    STARVED_MEMORY,
-    WHY,
-    PodRequest,
-)
+from policy.simulate.scheduler import SHAPE_LABELS, WHY, PodRequest, move_gauges
 
 FULL = 1000
 
@@ -164,16 +158,8 @@ class ScoredScheduler:
         if cls.first is None or node.rank < cls.first.rank:
             cls.first = node
         node.cls = cls
-        used = node.gpus * FULL - sum(node.lefts)
-        free = node.gpus * FULL - used
-        starved = free if free and (node.cap_cpu - node.cpu_used < STARVED_CPU or node.cap_mem - node.mem_used < STARVED_MEMORY) else 0
-        gauges = (used, sum(v for v in node.lefts if 0 < v < FULL), free if used and free else 0, starved)
-        old = node.gauges
-        self.gpu_alloc += gauges[0] - old[0]
-        self.frag_device += gauges[1] - old[1]
-        self.frag_node += gauges[2] - old[2]
-        self.frag_starved += gauges[3] - old[3]
-        node.gauges = gauges
+        move_gauges(self, node, node.gpus * FULL - sum(node.lefts), sum(v for v in node.lefts if 0 < v < FULL),
+                    node.cap_cpu - node.cpu_used, node.cap_mem - node.mem_used)
 
     # ---- filters and scores ---------------------------------------------------------------
     def _selects(self, req: PodRequest, cls: Class) -> bool | None:
