@@ -6,11 +6,12 @@ allocatable, `nvidia.com/gpu` devices and the GFD labels `nvidia.com/gpu.product
 is public; G2/G3 are undisclosed and carry none).
 
 Pods (`name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, …, creation_time,
-deletion_time`): cpu and memory requests; whole GPUs as `nvidia.com/gpu`; a shared GPU
+deletion_time`; the multi-GPU variants carry only the first five): cpu and memory requests; whole GPUs as `nvidia.com/gpu`; a shared GPU
 (`gpu_milli` < 1000) in the HAMi dialect, `nvidia.com/gpu: 1` plus
 `nvidia.com/gpucores` (percent; every share in the trace is a multiple of 10 milli, so
 exact); `gpu_spec` as required node affinity on `nvidia.com/gpu.product`. The pod
-arrives at `creation_time` and runs `deletion_time - creation_time` seconds.
+arrives at `creation_time` and runs `deletion_time - creation_time` seconds; without
+those columns every pod arrives at 0, in file order, and runs to the end.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import io
 from policy.simulate.trace import Arrival, Trace, TraceError
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time", "deletion_time")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")  # the short variants (multigpu*) stop here
+POD_OPTIONAL = ("gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
 NAMESPACE = "openb"
 # Device memory (MiB) of the models whose memory is public; P100 and T4 ship 16 GB, V100M16/M32 16/32 GB, A10 24 GB.
 MODEL_MEMORY_MIB = {"P100": 16384, "T4": 16384, "V100M16": 16384, "V100M32": 32768, "A10": 24576}
@@ -42,6 +44,8 @@ def _rows(text: str, name: str, columns: tuple[str, ...]):
 
 def _int(row: dict, col: str, where: str, *, empty: int | None = None) -> int:
     raw = (row.get(col) or "").strip()
+    if row.get(col) is None:
+        raise TraceError(f"{where}: column {col} is missing (the row has fewer fields than the header)")
     if not raw and empty is not None:
         return empty
     if not raw.isdigit():
@@ -91,8 +95,9 @@ def openb_pod(row: dict, where: str) -> tuple[dict, int, int | None]:
         raise TraceError(f"{where}: column name is empty")
     cpu, mem = _int(row, "cpu_milli", where), _int(row, "memory_mib", where)
     num_gpu, gpu_milli = _int(row, "num_gpu", where), _int(row, "gpu_milli", where, empty=0)
-    created = _int(row, "creation_time", where)
-    deleted = _int(row, "deletion_time", where, empty=-1)
+    timed = "creation_time" in row
+    created = _int(row, "creation_time", where) if timed else 0
+    deleted = _int(row, "deletion_time", where, empty=-1) if timed else -1
     requests: dict = {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}
     limits: dict = {}
     annotations: dict = {}

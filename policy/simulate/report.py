@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from policy.simulate.run import SAMPLE_FIELDS, Result
+from policy.simulate.saturate import allocation_at
 
 SPARK = "▁▂▃▄▅▆▇█"
 DIFF_LIMIT = 50  # differing decisions listed in full; the rest are counted
@@ -90,6 +91,7 @@ def build_report(result: Result, inputs: Mapping, quota_specs=()) -> dict:
                                     "cpu_or_memory_exhausted": _share(last[i_starved], total)},
             "fragmentation_at_peak": {"shared_devices": _share(peak[i_dev], total), "partly_used_nodes": _share(peak[i_node], total),
                                       "cpu_or_memory_exhausted": _share(peak[i_starved], total)},
+            "allocated_at_arrived": at_arrived(r),
         },
         "waiting": {"objects": len(waited), "mean_s": round(sum(waited) / len(waited), 3) if waited else 0.0,
                     "p50_s": _percentile(waited, 50), "p90_s": _percentile(waited, 90), "max_s": waited[-1] if waited else 0.0},
@@ -97,6 +99,49 @@ def build_report(result: Result, inputs: Mapping, quota_specs=()) -> dict:
         "timeline": {"fields": list(SAMPLE_FIELDS), "rows": [[round(s[0], 3), *s[1:]] for s in samples]},
         "quota_timeline": {"ids": list(r.quota_ids), "rows": [list(q) for q in r.quota_samples]},
     }
+
+
+def at_arrived(r: Result) -> dict[str, float]:
+    """Percent of GPUs allocated at each 10 % of arrived demand (the FGD paper's metric; saturating runs only)."""
+    if not r.steps or not r.gpu_total:
+        return {}
+    upto = round(100 * r.steps[-1][0] / r.gpu_total)
+    curve = allocation_at(r.steps, r.gpu_total, upto)
+    return {str(x): curve[x] for x in range(10, upto + 1, 10) if x in curve}
+
+
+def seeds_report(reports: list[dict]) -> dict:
+    """One document for runs that differ only in seed: each run's curve and final allocation, and their mean."""
+    curves = [rep["gpu"]["allocated_at_arrived"] for rep in reports]
+    points = [x for x in curves[0] if all(x in c for c in curves)] if curves else []
+    inputs = dict(reports[0]["inputs"]) if reports else {}
+    inputs["seed"] = None
+    inputs["seeds"] = [rep["inputs"]["seed"] for rep in reports]
+    return {
+        "inputs": dict(sorted(inputs.items())),
+        "cluster": reports[0]["cluster"] if reports else {},
+        "runs": [{"seed": rep["inputs"]["seed"], "allocated_at_arrived": rep["gpu"]["allocated_at_arrived"],
+                  "allocated_final_share": rep["gpu"]["allocated_final_share"], "objects": rep["objects"]} for rep in reports],
+        "mean_allocated_at_arrived": {x: round(sum(c[x] for c in curves) / len(curves), 2) for x in points},
+    }
+
+
+def render_seeds(doc: dict) -> str:
+    """The terminal table of a multi-seed run: allocation at each 10 % of arrived demand, per seed and the mean."""
+    inp, cl = doc["inputs"], doc["cluster"]
+    points = list(doc["mean_allocated_at_arrived"])
+    seeds = inp["seeds"]
+    span = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ",".join(map(str, seeds))
+    lines = [f"allot simulate: {inp.get('trace')} ({inp.get('trace_format')}) saturating to {inp.get('saturate')}x, "
+             f"method {inp.get('method')}, seeds {span} ({len(seeds)} runs)",
+             f"  cluster {cl['nodes']} nodes ({cl['gpu_nodes']} with GPUs, {_gpus(cl['gpus_milli'])} GPUs); "
+             f"policy {inp.get('policy')}; scheduler {inp.get('scheduler')}",
+             "GPU allocated (%) at arrived demand (% of the cluster's GPUs)",
+             f"  {'arrived':<9}" + "".join(f"{x + '%':>7}" for x in points)]
+    for run in doc["runs"]:
+        lines.append(f"  {'seed ' + str(run['seed']):<9}" + "".join(f"{run['allocated_at_arrived'][x]:>7.2f}" for x in points))
+    lines.append(f"  {'mean':<9}" + "".join(f"{doc['mean_allocated_at_arrived'][x]:>7.2f}" for x in points))
+    return "\n".join(lines)
 
 
 def differences(a: Result, b: Result) -> dict:
@@ -156,7 +201,8 @@ def _pairs(d: Mapping[str, int]) -> str:
 def render_text(rep: dict) -> str:
     """The terminal summary of one report."""
     inp, cl, ob, gpu = rep["inputs"], rep["cluster"], rep["objects"], rep["gpu"]
-    mode = f"saturating to {inp['saturate']}x (seed {inp['seed']})" if inp.get("saturate") else "in trace time order"
+    method = f", method {inp['method']}" if inp.get("method") == "artifact" else ""
+    mode = f"saturating to {inp['saturate']}x (seed {inp['seed']}{method})" if inp.get("saturate") else "in trace time order"
     lines = [
         f"allot simulate: {inp.get('trace')} ({inp.get('trace_format')}) {mode}",
         f"  cluster {cl['nodes']} nodes ({cl['gpu_nodes']} with GPUs, {_gpus(cl['gpus_milli'])} GPUs); "
@@ -170,6 +216,9 @@ def render_text(rep: dict) -> str:
         + (f"arrived demand {_pct(gpu['arrived_demand_share'])} of the cluster" if inp.get("saturate")
            else f"peak demand (running, the starting cluster's pods too, + waiting) {_pct(gpu['demand_peak_share'])} of the cluster"),
     ]
+    curve = gpu.get("allocated_at_arrived") or {}
+    if curve:
+        lines.append("           at arrived " + ", ".join(f"{x}% {v:.2f}%" for x, v in curve.items()))
     tl = rep["timeline"]
     i_alloc = tl["fields"].index("allocated_gpu")
     spark = sparkline([row[i_alloc] for row in tl["rows"]], cl["gpus_milli"])

@@ -20,9 +20,12 @@ from policy.cluster.snapshot import SnapshotError, is_live
 from policy.cluster.shape import shape_problem
 from policy.subject.demand import pod_demand
 from policy.placement import PlacementIndex
+from policy.placement.devices import FULL
 from policy.placement.query import demand_of
 from policy.simulate.resources import NodeSelection, ResourceError, node_allocatable, pod_requests
 from policy.simulate.scheduler import Scheduler, pod_request
+from policy.simulate.scored import ScoredScheduler
+from policy.simulate.scores import ARTIFACT
 from policy.simulate.trace import Arrival, Departure, pod_key
 from policy.testing.patch import PatchError, apply_patch
 
@@ -37,6 +40,7 @@ class Options:
     retry: float | None = None  # seconds between resubmissions of a denied or unplaceable pod; None drops them
     deadline: float = 3600.0  # seconds after its first arrival a resubmitted pod is given up
     samples: int = 120
+    seed: int = 0  # the artifact's models: the seeded node order ties go by, and `random`'s draws
 
 
 @dataclass
@@ -61,6 +65,7 @@ class Result:
 
     outcomes: list[Outcome] = field(default_factory=list)
     samples: list[tuple] = field(default_factory=list)  # see SAMPLE_FIELDS
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (arrived, allocated) milli-GPU after each arrival attempt
     quota_ids: list[str] = field(default_factory=list)
     quota_samples: list[tuple[int, ...]] = field(default_factory=list)  # milli-GPU used per quota, per sample
     attempts: int = 0
@@ -88,7 +93,7 @@ SAMPLE_FIELDS = ("t", "arrived_gpu", "demand_gpu", "allocated_gpu", "frag_device
 class Simulation:
     """One policy set over one starting snapshot; `run(events)` replays a trace once."""
 
-    def __init__(self, engine, snapshot, options: Options = Options()):
+    def __init__(self, engine, snapshot, options: Options = Options(), workload=()):
         self.engine = engine
         self.snapshot = snapshot
         self.options = options
@@ -97,13 +102,20 @@ class Simulation:
         snapshot.subscribe(self.index.on_event)
         self._models = models
         self._requests: dict[int, object] = {}  # object id -> PodRequest of the unpatched object
-        self.scheduler = Scheduler(options.scheduler, self.index, list(snapshot.nodes()), node_allocatable)
+        nodes = list(snapshot.nodes())
+        if options.scheduler in ARTIFACT:
+            gpus = {name: (st.gpus if st.spec is not None and st.spec.eligible else 0) for name, st in self.index.nodes.items()}
+            self.scheduler = ScoredScheduler(options.scheduler, nodes, node_allocatable, lambda n: gpus.get(n, 0), options.seed)
+            if options.scheduler == "fgd":  # its typical mix: the trace's pods (the workload before any saturation)
+                self.scheduler.set_workload(self._readable(a.obj for a in workload))
+        else:
+            self.scheduler = Scheduler(options.scheduler, self.index, nodes, node_allocatable)
         self._running: dict[str, tuple] = {}  # pod key -> (node, PodRequest, bound pod, object id, gpu milli)
         for pod in list(snapshot.pods()):  # pods the cluster file already runs hold their resources
             node = (pod.get("spec") or {}).get("nodeName")
             if node and is_live(pod):
                 req = self._request(pod)
-                self.scheduler.bind(node, req)
+                self.scheduler.bind(node, req, pod_key(pod))
                 self._running[pod_key(pod)] = (node, req, pod, -1, req.gpu_milli)
         engine.warm(snapshot)
         self.quota = engine.state_for(snapshot).quota
@@ -112,6 +124,21 @@ class Simulation:
         cpu, mem = pod_requests(pod)
         demand = demand_of(pod_demand(pod, self.snapshot), self._models)
         return pod_request(cpu, mem, demand, NodeSelection(pod))
+
+    def _readable(self, objs):
+        """The PodRequests of the objects the API server would accept (a malformed one is counted when it arrives)."""
+        for obj in objs:
+            try:
+                yield self._request(obj)
+            except (ResourceError, TypeError, AttributeError):
+                continue
+
+    def gpu_shape_of(self, pod) -> tuple[int, int]:
+        """(milli per device, milli in all) one pod asks: (1000, k × 1000) for k whole GPUs, (m, m) for a share."""
+        d = demand_of(pod_demand(pod, self.snapshot), self._models)
+        if d is None:
+            return 0, 0
+        return (FULL, d.gpu_milli) if d.whole else (d.milli, d.milli)
 
     def gpu_of(self, pod) -> int:
         """Milli-GPU one pod asks (whole devices × 1000, or its share)."""
@@ -239,6 +266,7 @@ class Simulation:
                 elif out.final == "conflict":
                     demand_live -= self._gpu_demand(oid, arrival.obj)
                 if step_d is not None:
+                    res.steps.append((res.arrived_gpu, sched.gpu_alloc))
                     while res.arrived_gpu >= next_sample and next_sample <= saturate_target:
                         sample(t)
                         next_sample += step_d
@@ -265,7 +293,7 @@ class Simulation:
             return
         node, req, pod = entry[0], entry[1], entry[2]
         self.snapshot.apply("DELETED", pod)
-        self.scheduler.unbind(node, req)
+        self.scheduler.unbind(node, req, key)
 
     def _attempt(self, arrival: Arrival, oid: int, attempt: int, now: float, out: Outcome, res: Result):
         """One CREATE of the object: decide (mutate, validate), then bind; returns (node, request) when bound."""
@@ -343,7 +371,7 @@ class Simulation:
         bound = {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": {"phase": "Running"}}
         # The scheduler binds at once, so the pod appears bound: one snapshot event instead of Pending, then bound.
         snap.apply("ADDED", bound)
-        self.scheduler.bind(node, req)
+        self.scheduler.bind(node, req, key)
         self._running[key] = (node, req, bound, oid, req.gpu_milli)
         out.final, out.codes, out.blocks, out.node, out.message = "bound", (), (), node, ""
         return node, req

@@ -7,7 +7,7 @@ NodeResourcesFit scoring strategies, over cpu, memory and — for GPU pods — G
 
 - `spread`: LeastAllocated, the kube-scheduler default: the node left emptiest after placing.
 - `binpack`: MostAllocated: the node left fullest.
-- `best-fit`: the node whose free GPU the pod fills most tightly (then the fullest), so
+- `least-free-gpu`: the node whose free GPU the pod fills most tightly (then the fullest), so
   whole devices stay whole for whole-GPU pods.
 
 Scores are exact fractions; ties go to the node first in name order (kube-scheduler
@@ -27,7 +27,7 @@ from sortedcontainers import SortedList
 from policy.placement.devices import FULL, Demand
 from policy.simulate.resources import NodeAllocatable, NodeSelection
 
-SCHEDULERS = ("spread", "binpack", "best-fit")
+SCHEDULERS = ("spread", "binpack", "least-free-gpu")
 GPU_PRODUCT = "nvidia.com/gpu.product"
 # Labels that describe a node's hardware (GFD, node.kubernetes.io/instance-type) join its group's shape; the
 # rest (hostname, rack, zone…) vary per node and would split groups down to single nodes.
@@ -96,6 +96,20 @@ class Group:
         self.by_cpu = SortedList()  # (key, i, node) of every node, best first for CPU-only pods
 
 
+def move_gauges(sched, node, used: int, partial_free: int, cpu_free: int, mem_free: int) -> None:
+    """Set a node's gauges (GPU used, idle on shared devices, idle on a used node, idle where cpu or memory ran out)
+    and move the scheduler's cluster totals by the change."""
+    free = node.gpus * FULL - used
+    starved = free if free and (cpu_free < STARVED_CPU or mem_free < STARVED_MEMORY) else 0
+    gauges = (used, partial_free, free if used and free else 0, starved)
+    old = node.gauges
+    sched.gpu_alloc += gauges[0] - old[0]
+    sched.frag_device += gauges[1] - old[1]
+    sched.frag_node += gauges[2] - old[2]
+    sched.frag_starved += gauges[3] - old[3]
+    node.gauges = gauges
+
+
 class Scheduler:
     """Chooses a node for each admitted pod and keeps usage, allocation and fragmentation gauges."""
 
@@ -137,7 +151,7 @@ class Scheduler:
                 self._refresh(node)
 
     # ---- usage ---------------------------------------------------------------------------
-    def bind(self, node_name: str, req: PodRequest) -> None:
+    def bind(self, node_name: str, req: PodRequest, key: str | None = None) -> None:
         """Count a pod bound to the node (after the placement index saw the bind)."""
         node = self.nodes.get(node_name)
         if node is None:
@@ -150,7 +164,7 @@ class Scheduler:
         if node.group is not None:
             self._refresh(node)
 
-    def unbind(self, node_name: str, req: PodRequest) -> None:
+    def unbind(self, node_name: str, req: PodRequest, key: str | None = None) -> None:
         """Forget a bound pod (after the placement index saw it go)."""
         node = self.nodes.get(node_name)
         if node is None:
@@ -182,14 +196,7 @@ class Scheduler:
         else:
             used = 0
         free = node.gpus * FULL - used
-        starved = free if free and (group.cap_cpu - node.cpu_used < STARVED_CPU or group.cap_mem - node.mem_used < STARVED_MEMORY) else 0
-        gauges = (used, partial_free, free if used and free else 0, starved)
-        old = node.gauges
-        self.gpu_alloc += gauges[0] - old[0]
-        self.frag_device += gauges[1] - old[1]
-        self.frag_node += gauges[2] - old[2]
-        self.frag_starved += gauges[3] - old[3]
-        node.gauges = gauges
+        move_gauges(self, node, used, partial_free, group.cap_cpu - node.cpu_used, group.cap_mem - node.mem_used)
         node.gpu_used = used
         if node.gkey is not None:
             lst = group.by_gpu[node.glist]
@@ -252,7 +259,7 @@ class Scheduler:
 
     def _better(self, a: SimNode, b: SimNode, req: PodRequest) -> bool:
         """Whether node `a` scores above node `b` for the pod (ties: the first in name order)."""
-        if self.kind == "best-fit" and req.demand is not None:
+        if self.kind == "least-free-gpu" and req.demand is not None:
             left_a, left_b = a.group.cap_gpu - a.gpu_used, b.group.cap_gpu - b.gpu_used
             if left_a != left_b:
                 return left_a < left_b

@@ -3,6 +3,8 @@
 
 Each case runs in a fresh interpreter (`--case NAME`), so its peak RSS is its own.
 Budgets (issue 15): openb ≤ 10 s each, synthetic ≤ 60 s and ≤ 2 GiB, progress bar ≤ 2 %.
+`openb-artifact-fgd` is one experiment of the FGD paper (issue 32): its GPU node list, the
+default trace tuned to 1.3x by the artifact's method, seed 42, the fgd model.
 The baseline is the research simulator built for the same trace (Go), which its
 authors report at about 10 minutes per experiment on 2 vCPUs.
 """
@@ -15,11 +17,13 @@ import pathlib
 import subprocess
 import sys
 
-CASES = ("openb-time", "openb-saturate", "openb-saturate-progress", "synthetic")
-BUDGET_S = {"openb-time": 10.0, "openb-saturate": 10.0, "openb-saturate-progress": 10.0, "synthetic": 60.0}
+from webhook.cli.simulate import SCHEDULERS  # one list of models for both commands
+
+CASES = ("openb-time", "openb-saturate", "openb-saturate-progress", "openb-artifact-fgd", "synthetic")
+BUDGET_S = {"openb-time": 10.0, "openb-saturate": 10.0, "openb-saturate-progress": 10.0, "openb-artifact-fgd": 10.0, "synthetic": 60.0}
 GIB = 2**30
 REPEATS = 3
-OPENB_FILES = ("openb_node_list_all_node.csv", "openb_pod_list_default.csv")
+OPENB_FILES = ("openb_node_list_all_node.csv", "openb_pod_list_default.csv", "openb_node_list_gpu_node.csv")
 
 
 def add_arguments(parser) -> None:
@@ -27,7 +31,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--openb", metavar="DIR", help="folder holding the openb CSVs (default: ../shared/data/openb beside the repository)")
     parser.add_argument("--nodes", type=int, default=16384, help="synthetic cluster nodes (default 16384)")
     parser.add_argument("--pods", type=int, default=100000, help="synthetic trace pods (default 100000)")
-    parser.add_argument("--scheduler", choices=("spread", "binpack", "best-fit"), default="spread")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="spread")
     parser.add_argument("--only", choices=CASES, action="append", help="run only this case (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--case", choices=CASES, help=argparse_suppress())
@@ -56,8 +60,9 @@ def _one(args) -> dict:
     import lang
     from policy.cluster.snapshot import ClusterSnapshot
     from policy.engine import Engine
+    from policy.simulate.report import at_arrived
     from policy.simulate.run import Options, Simulation
-    from policy.simulate.saturate import saturate, target_milli
+    from policy.simulate.saturate import saturate, target_milli, tune
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
     case = args.case
@@ -65,7 +70,8 @@ def _one(args) -> dict:
         from policy.simulate.openb import openb_nodes, openb_pods
 
         d = _openb_dir(args.openb)
-        nodes = openb_nodes((d / OPENB_FILES[0]).read_text(), OPENB_FILES[0])
+        node_file = OPENB_FILES[2] if case == "openb-artifact-fgd" else OPENB_FILES[0]
+        nodes = openb_nodes((d / node_file).read_text(), node_file)
         trace = openb_pods((d / OPENB_FILES[1]).read_text(), OPENB_FILES[1]).events
     else:
         from policy.simulate import synthetic
@@ -73,9 +79,14 @@ def _one(args) -> dict:
         nodes = synthetic.cluster(args.nodes)
         gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes)
         trace = synthetic.trace(args.pods, gpus, seed=0)
-    sim = Simulation(Engine(lang.compile_policies([])[0]), ClusterSnapshot.from_objects(nodes), Options(args.scheduler))
+    artifact = case == "openb-artifact-fgd"
+    options = Options("fgd", seed=42) if artifact else Options(args.scheduler)
+    sim = Simulation(Engine(lang.compile_policies([])[0]), ClusterSnapshot.from_objects(nodes), options, workload=trace)
     target = None
-    if case.startswith("openb-saturate"):
+    if artifact:
+        target = target_milli(sim.scheduler.gpu_total, Fraction(13, 10))
+        trace = tune(trace, sim.gpu_shape_of, Fraction(13, 10), sim.scheduler.gpu_total, 42)
+    elif case.startswith("openb-saturate"):
         target = target_milli(sim.scheduler.gpu_total, Fraction(13, 10))
         trace = saturate(trace, sim.gpu_of, target, 0)
     progress = None
@@ -100,7 +111,8 @@ def _one(args) -> dict:
             "nodes": len(nodes), "pods": len(result.outcomes), "bound": bound,
             "allocated_final": round(result.samples[-1][3] / result.gpu_total, 4) if result.samples and result.gpu_total else 0,
             "allocated_peak": round(peak / result.gpu_total, 4) if result.gpu_total else 0,
-            "progress_share_pct": round(100 * spent[0] / run_wall, 3) if progress is not None and run_wall else None}
+            "progress_share_pct": round(100 * spent[0] / run_wall, 3) if progress is not None and run_wall else None,
+            "allocated_at_arrived_130": at_arrived(result).get("130") if artifact else None}
 
 
 def run(args) -> int:
@@ -153,7 +165,8 @@ def run(args) -> int:
         ok = "ok" if r["wall_s"] <= budget else ("ok on cpu" if r["cpu_s"] <= budget else "OVER")
         print(f"{r['case']:<26}{r['nodes']:>7}{r['pods']:>8}{r['wall_s']:>8.2f}{r['cpu_s']:>7.2f}{r['rss_bytes'] / 2**20:>9.0f}"
               f"{'≤' + str(int(budget)) + ' s':>9}  {ok}; {r['bound']} bound, GPUs allocated peak {r['allocated_peak'] * 100:.1f}%,"
-              f" final {r['allocated_final'] * 100:.1f}%")
+              f" final {r['allocated_final'] * 100:.1f}%"
+              + (f", {r['allocated_at_arrived_130']:.2f}% at arrived 130% (the artifact's FGD: 95.29% for seed 42)" if r.get("allocated_at_arrived_130") else ""))
     syn = by.get("synthetic")
     if syn:
         print(f"synthetic peak RSS {syn['rss_bytes'] / GIB:.2f} GiB (budget 2 GiB): {'ok' if syn['rss_bytes'] <= 2 * GIB else 'OVER'}")

@@ -1,4 +1,4 @@
-"""`allot bench check|eval|place|serve|simulate|ledger|lint|budget`: benchmark commands that print figures and baseline ratios.
+"""`allot bench check|eval|place|serve|simulate|fidelity|ledger|lint|budget`: benchmark commands that print figures and baseline ratios.
 
 Each benchmark lives in `webhook/bench/<name>.py` with `add_arguments` and `run`.
 """
@@ -13,6 +13,7 @@ BENCHES = {
     "place": "gang queries and events on a synthetic hypercluster",
     "serve": "webhook req/s and p99 against a bare aiohttp TLS floor",
     "simulate": "allot simulate over the openb trace and a 100,000-pod synthetic trace",
+    "fidelity": "allot simulate --method artifact against the FGD paper's published curves, per openb variant",
     "ledger": "admitted pods/s and added p99 of 2 replicas sharing one quota through the API ledger",
     "lint": "allot lint over a generated repository of 5,000 manifests, beside allot check on the same policy set",
     "budget": "budget metering cost per pod event at 100,000 live pods and 1,000 budgets",

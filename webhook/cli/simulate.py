@@ -1,7 +1,7 @@
 """`allot simulate`: what a policy set does to a cluster over time, replayed from a trace.
 
-    allot simulate [--policy DIR]… [--cluster FILE] [--trace FILE] [--scheduler spread|binpack|best-fit]
-                   [--retry N --deadline S] [--saturate X --seed N] [--against DIR]…
+    allot simulate [--policy DIR]… [--cluster FILE] [--trace FILE] [--scheduler S]
+                   [--retry N --deadline S] [--saturate X [--method allot|artifact] [--seed N | --seeds A-B]] [--against DIR]…
                    [--json] [--plot DIR] [--html FILE] [--progress] [--samples N]
 
 Without --trace it runs the embedded example (webhook/data/simulate/). The simulation
@@ -19,6 +19,8 @@ DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "simulate"
 DEFAULT_POLICY = DATA / "policy"
 DEFAULT_CLUSTER = DATA / "cluster.yaml"
 DEFAULT_TRACE = DATA / "trace.jsonl"
+ARTIFACT_MODELS = ("random", "best-fit", "packing", "dot-product", "clustering", "fgd")  # policy.simulate.scores.ARTIFACT
+SCHEDULERS = ("spread", "binpack", "least-free-gpu", *ARTIFACT_MODELS)  # policy.simulate.scheduler.SCHEDULERS first
 
 
 def add_arguments(parser) -> None:
@@ -26,11 +28,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--policy", action="append", metavar="DIR", help="policy directory or file (repeatable; default with --trace: no policy, every pod admitted)")
     parser.add_argument("--cluster", metavar="FILE", help="starting cluster: `kubectl get nodes,pods -o yaml` List, or an openb node list CSV")
     parser.add_argument("--trace", metavar="FILE", help="arrivals and departures: Allot trace (JSONL/YAML), a decision log (serve --log-requests) or an openb pod list CSV (default: the embedded example)")
-    parser.add_argument("--scheduler", choices=("spread", "binpack", "best-fit"), default="spread", help="how admitted pods are bound (default spread, kube-scheduler's LeastAllocated)")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="spread", metavar="S",
+                        help="how admitted pods are bound: spread (default, kube-scheduler's LeastAllocated), binpack, least-free-gpu, "
+                             "or the FGD paper simulator's random, best-fit, packing, dot-product, clustering, fgd")
     parser.add_argument("--retry", type=float, metavar="N", help="resubmit denied and unplaceable pods every N seconds (default: drop them)")
     parser.add_argument("--deadline", type=float, metavar="S", help="give a resubmitted pod up S seconds after it first arrived (default 3600; needs --retry)")
     parser.add_argument("--saturate", metavar="X", help="draw pods in seeded shuffled order, none departing, until arrived GPU demand reaches X times the cluster's GPUs")
-    parser.add_argument("--seed", type=int, default=0, help="shuffle seed of --saturate (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="shuffle seed of --saturate, and the tie order of the FGD paper's models (default 0)")
+    parser.add_argument("--seeds", metavar="A-B", help="run once per seed (A-B or a comma list) and report the mean allocation at each 10%% of arrived demand")
+    parser.add_argument("--method", choices=("allot", "artifact"), default="allot",
+                        help="how --saturate draws pods: allot (default: shuffled, then with replacement, until X) or artifact "
+                             "(the FGD paper simulator's: the whole trace shuffled, then tuned up or down to X)")
     parser.add_argument("--against", action="append", metavar="DIR", help="a second policy set over the same trace: both side by side, with the decisions that differ")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--plot", metavar="DIR", help="write PNG charts into DIR (needs matplotlib: pip install 'allot[sim]')")
@@ -122,34 +130,54 @@ def _compile(paths: list[str] | None):
     return load_policy(paths)
 
 
-def simulate_once(policy_set, label: str, args, trace, progress):
+def simulate_once(policy_set, label: str, args, trace, progress, seed: int | None = None):
     """(report dict, Result) of one policy set over a freshly loaded starting cluster."""
     from policy.engine import Engine
     from policy.simulate.report import build_report
     from policy.simulate.run import Options, Simulation
-    from policy.simulate.saturate import saturate, target_milli
+    from policy.simulate.saturate import saturate, target_milli, tune
     from webhook.cli import UsageError
 
+    seed = args.seed if seed is None else seed
     snapshot = load_cluster(args.cluster)
     engine = Engine(policy_set)
-    sim = Simulation(engine, snapshot, Options(args.scheduler, args.retry, args.deadline if args.deadline is not None else 3600.0, args.samples))
+    deadline = args.deadline if args.deadline is not None else 3600.0
+    sim = Simulation(engine, snapshot, Options(args.scheduler, args.retry, deadline, args.samples, seed), workload=trace.arrivals)
     events, target = trace.events, None
     if args.saturate is not None:
         if not sim.scheduler.gpu_total:
             raise UsageError(f"{args.cluster}: the cluster has no schedulable GPUs to saturate")
         target = target_milli(sim.scheduler.gpu_total, args._multiple)
         try:
-            events = saturate(trace.arrivals, sim.gpu_of, target, args.seed)
+            if args.method == "artifact":
+                events = tune(trace.arrivals, sim.gpu_shape_of, args._multiple, sim.scheduler.gpu_total, seed)
+            else:
+                events = saturate(trace.arrivals, sim.gpu_of, target, seed)
         except ValueError as exc:
             raise UsageError(f"{trace.name}: {exc}") from None
     result = sim.run(events, progress=progress, saturate_target=target)
     inputs = {
         "policy": label, "trace": trace.name, "trace_format": trace.fmt, "cluster": args._names.get(args.cluster, args.cluster),
-        "scheduler": args.scheduler, "retry": args.retry, "deadline": (args.deadline if args.deadline is not None else 3600.0) if args.retry else None,
-        "saturate": args.saturate, "seed": args.seed if args.saturate is not None else None,
+        "scheduler": args.scheduler, "retry": args.retry, "deadline": deadline if args.retry else None,
+        "saturate": args.saturate, "seed": seed if args.saturate is not None or args.scheduler in ARTIFACT_MODELS else None,
+        "method": args.method if args.saturate is not None else None,
         "skipped": len(trace.skipped), "skipped_first": f"{trace.skipped[0][0]}: {trace.skipped[0][1]}" if trace.skipped else None,
     }
     return build_report(result, inputs, sim.quota.specs), result
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`42-51` or `1,5,9` -> the seeds; ValueError for anything else."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"{text!r}: give seeds as A-B or a comma list of whole numbers (like 42-51)")
+        a, b = int(lo), int(hi) if dash else int(lo)
+        if b < a or b - a >= 1000:
+            raise ValueError(f"{text!r}: a range A-B needs A <= B and at most 1000 seeds")
+        seeds.extend(range(a, b + 1))
+    return seeds
 
 
 def run(args) -> int:
@@ -185,6 +213,17 @@ def run(args) -> int:
             raise UsageError(f"--saturate {exc}") from None
         if args.retry is not None:
             raise UsageError("--retry has nothing to wait for under --saturate: no pod ever departs")
+    elif args.method != "allot" or args.seeds is not None:
+        raise UsageError(f"{'--method' if args.method != 'allot' else '--seeds'} applies to --saturate X: give it too")
+    seeds = None
+    if args.seeds is not None:
+        try:
+            seeds = parse_seeds(args.seeds)
+        except ValueError as exc:
+            raise UsageError(f"--seeds {exc}") from None
+        extra = [flag for flag, on in (("--against", args.against), ("--plot", args.plot), ("--html", args.html)) if on]
+        if extra:
+            raise UsageError(f"--seeds prints the curves of its runs; {', '.join(extra)} take one run (give --seed N)")
     trace = load_trace(args.trace, args._names)
     policy_set = _compile(args.policy)
     if policy_set is None:
@@ -196,6 +235,13 @@ def run(args) -> int:
             return 1
     show = args.progress or sys.stderr.isatty()
     label_a = ",".join(args._names.get(p, p) for p in args.policy) if args.policy else "none (every pod admitted)"
+    if seeds is not None:
+        from policy.simulate.report import render_seeds, seeds_report
+
+        reports = [simulate_once(policy_set, label_a, args, trace, Progress(f"seed {s}") if show else None, seed=s)[0] for s in seeds]
+        doc = seeds_report(reports)
+        print(json.dumps(doc, indent=1, sort_keys=True) if args.json else render_seeds(doc))
+        return 0
     report, result = simulate_once(policy_set, label_a, args, trace, Progress("simulate") if show else None)
     doc, text = report, None
     if other is not None:

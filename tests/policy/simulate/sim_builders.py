@@ -33,5 +33,6 @@ def engine(policy_text: str = "") -> Engine:
 def simulate(nodes, events, policy_text: str = "", **options):
     """(Result, Simulation) of `events` over `nodes`."""
     saturate_target = options.pop("saturate_target", None)
-    sim = Simulation(engine(policy_text), ClusterSnapshot.from_objects(nodes), Options(**options))
+    workload = options.pop("workload", [e for e in events if isinstance(e, Arrival)])
+    sim = Simulation(engine(policy_text), ClusterSnapshot.from_objects(nodes), Options(**options), workload=workload)
     return sim.run(events, saturate_target=saturate_target), sim

@@ -82,11 +82,48 @@ def test_decision_log_trace_runs(tmp_path):
     (("--deadline", "5", "--cluster", "c", "--trace", "t"), "--deadline applies to resubmission"),
     (("--saturate", "lots", "--cluster", "c", "--trace", "t"), "--saturate 'lots' is not a number"),
     (("--saturate", "1.3", "--retry", "5", "--cluster", "c", "--trace", "t"), "--retry has nothing to wait for"),
+    (("--scheduler", "fgd2", "--cluster", "c", "--trace", "t"), "argument --scheduler: invalid choice: 'fgd2'"),
+    (("--method", "artifact", "--cluster", "c", "--trace", "t"), "--method applies to --saturate X"),
+    (("--seeds", "42-51", "--cluster", "c", "--trace", "t"), "--seeds applies to --saturate X"),
+    (("--saturate", "1.3", "--seeds", "51-42", "--cluster", "c", "--trace", "t"), "--seeds '51-42': a range A-B needs A <= B"),
+    (("--saturate", "1.3", "--seeds", "x", "--cluster", "c", "--trace", "t"), "--seeds 'x': give seeds as A-B"),
+    (("--saturate", "1.3", "--seeds", "1-2", "--plot", "d", "--cluster", "c", "--trace", "t"), "--plot take one run"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, want):
     p = allot("simulate", *args)
     assert p.returncode == 2
     assert want in p.stderr and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_bad_scheduler_prints_the_usage_pointer():
+    p = allot("simulate", "--scheduler", "best_fit")
+    assert p.returncode == 2 and "(see allot simulate --help)" in p.stderr
+    assert "'least-free-gpu', 'random', 'best-fit', 'packing', 'dot-product', 'clustering', 'fgd'" in p.stderr
+
+
+def test_cli_lists_every_model_of_the_library():
+    from policy.simulate.scheduler import SCHEDULERS as OURS
+    from policy.simulate.scores import ARTIFACT
+    from webhook.cli.simulate import ARTIFACT_MODELS, SCHEDULERS
+
+    assert SCHEDULERS == OURS + ARTIFACT and ARTIFACT_MODELS == ARTIFACT
+
+
+def test_seeds_report_the_mean_curve_of_the_artifact_method(openb):
+    args = ("simulate", "--cluster", str(openb / "nodes.csv"), "--trace", str(openb / "pods.csv"), "--saturate", "1.3",
+            "--method", "artifact", "--scheduler", "fgd", "--seeds", "1-3")
+    p = allot(*args)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].endswith("saturating to 1.3x, method artifact, seeds 1-3 (3 runs)")
+    assert [ln.split()[:2] for ln in lines[-4:]] == [["seed", "1"], ["seed", "2"], ["seed", "3"], ["mean"]]
+    doc = json.loads(allot(*args, "--json").stdout)
+    runs = doc["runs"]
+    assert [r["seed"] for r in runs] == [1, 2, 3] and doc["inputs"]["seeds"] == [1, 2, 3]
+    for x, mean in doc["mean_allocated_at_arrived"].items():
+        assert mean == round(sum(r["allocated_at_arrived"][x] for r in runs) / 3, 2)
+    one = json.loads(allot(*args[:-2], "--seed", "2", "--json").stdout)  # a single run has the same curve as its seed's row
+    assert one["gpu"]["allocated_at_arrived"] == runs[1]["allocated_at_arrived"] and one["inputs"]["method"] == "artifact"
 
 
 def test_bad_trace_record_is_a_located_usage_error(tmp_path):
@@ -120,3 +157,19 @@ def test_against_reports_both_sides_and_the_differences():
     assert doc["differences"]["count"] == len(doc["differences"]["listed"]) > 0
     text = allot("simulate", "--against", str(ROOT / "webhook/data/simulate/against")).stdout
     assert "decisions that differ:" in text and "team-c/" in text
+
+
+def test_bench_fidelity_sets_ours_beside_the_published_curve(openb, tmp_path):
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text((openb / "nodes.csv").read_text())
+    (tmp_path / "openb_pod_list_default.csv").write_text((openb / "pods.csv").read_text())
+    p = allot("bench", "fidelity", "--openb", str(tmp_path), "--schedulers", "fgd", "--seeds", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads(p.stdout)["rows"]
+    assert (row["variant"], row["scheduler"]) == ("default", "fgd")
+    published = json.loads((ROOT / "webhook/data/simulate/artifact_curves.json").read_text())["curves"]["default"]["fgd"]
+    assert published["130"] == 95.39  # the paper's FGD on the default trace at 1.3x arrived
+    assert "10" in row["ours"] and row["artifact"] == {x: published[x] for x in row["ours"]}
+    assert all(row["diff"][x] == round(row["ours"][x] - published[x], 2) for x in row["ours"])
+    assert row["within"] == (row["max_abs_diff"] <= 1.0)
+    bad = allot("bench", "fidelity", "--openb", str(tmp_path), "--schedulers", "spread")
+    assert bad.returncode == 2 and "the artifact's models are" in bad.stderr

@@ -12,8 +12,8 @@ NODES = [gpu_node("a"), gpu_node("b"), gpu_node("c")]
     ("spread", ["a", "b", "c", "a"]),
     # binpack (MostAllocated): all on the first node, it has room for all four
     ("binpack", ["a", "a", "a", "a"]),
-    # best-fit: the tightest GPU fit; equal nodes tie to the first in name order
-    ("best-fit", ["a", "a", "a", "a"]),
+    # least-free-gpu: the tightest GPU fit; equal nodes tie to the first in name order
+    ("least-free-gpu", ["a", "a", "a", "a"]),
 ])
 def test_policy_picks_nodes(scheduler, want_nodes):
     events = [arrive(i, f"p{i}", gpus=2, cpu="8", memory="64Gi") for i in range(4)]
@@ -21,11 +21,11 @@ def test_policy_picks_nodes(scheduler, want_nodes):
     assert [o.node for o in result.outcomes] == want_nodes
 
 
-def test_best_fit_fills_the_tightest_node():
-    # b has 2 GPUs free after the first pod, a 8: a 2-GPU pod goes to b under best-fit, to a under spread
+def test_least_free_gpu_fills_the_tightest_node():
+    # b has 2 GPUs free after the first pod, a 8: a 2-GPU pod goes to b under least-free-gpu, to a under spread
     events = [arrive(0, "big", gpus=6, cpu="8", memory="8Gi", duration=None), arrive(1, "small", gpus=2)]
     nodes = [gpu_node("a"), gpu_node("b")]
-    want = {"best-fit": "a", "spread": "b"}
+    want = {"least-free-gpu": "a", "spread": "b"}
     for scheduler, want_node in want.items():
         result, _ = simulate(nodes, events, scheduler=scheduler)
         assert result.outcomes[0].node == "a"

@@ -55,8 +55,17 @@ def test_openb_gpu_spec_becomes_node_affinity():
     assert sel.matches({"nvidia.com/gpu.product": "T4"}) and not sel.matches({"nvidia.com/gpu.product": "G2"})
 
 
+# The artifact's multi-GPU variants carry only the first five columns (no times, no gpu_spec).
+SHORT_CSV = """name,cpu_milli,memory_mib,num_gpu,gpu_milli
+openb-pod-0000,12000,16384,1,1000
+openb-pod-0001,6000,12288,1,460
+openb-pod-0002,88000,327680,8,1000
+openb-pod-0003,4000,4096,0,0
+"""
+
+
 @pytest.mark.parametrize("text, want", [
-    (NODES_CSV, ("nodes",)), (PODS_CSV, ("pods",)), ('{"at": 0}', ()),
+    (NODES_CSV, ("nodes",)), (PODS_CSV, ("pods",)), (SHORT_CSV, ("pods",)), ('{"at": 0}', ()),
 ])
 def test_openb_detection(text, want):
     assert tuple(k for k in ("nodes", "pods") if is_openb(text, k)) == want
@@ -66,10 +75,23 @@ def test_openb_detection(text, want):
     ("name,cpu_milli\nx,1\n", "p.csv:1: not an openb CSV: missing column(s)"),
     (PODS_CSV.replace("0,100,0", "zero,100,0"), "p.csv:2: column creation_time: 'zero' is not a whole non-negative number"),
     (PODS_CSV.replace("1,460", "1,465"), "p.csv:3: gpu_milli 465 is not a whole percent"),
+    (SHORT_CSV.replace("6000,12288,1,460", "6000,12288,1"), "p.csv:3: column gpu_milli is missing"),
+    (SHORT_CSV.replace("88000,327680", "88000,-5"), "p.csv:4: column memory_mib: '-5' is not a whole non-negative number"),
+    (SHORT_CSV.replace(",8,1000", ",8,500"), "p.csv:4: a GPU share (gpu_milli 500) of 8 GPUs"),
 ])
 def test_openb_errors_are_located(csv, want):
     with pytest.raises(TraceError, match="^" + want.replace("(", r"\(").replace(")", r"\)")):
         openb_pods(csv, "p.csv")
+
+
+def test_short_openb_pod_list_reads_like_the_long_one_without_times():
+    short, long = openb_pods(SHORT_CSV, "s.csv"), openb_pods(PODS_CSV, "p.csv")
+    assert [a.at for a in short.events] == [0.0] * 4 and all(a.duration is None for a in short.events)  # file order, run to the end
+    assert [a.where for a in short.events] == [f"s.csv:{n}" for n in range(2, 6)]
+    for a, b in zip(short.events, long.events):
+        spec_a, spec_b = a.obj["spec"], b.obj["spec"]
+        assert spec_a["containers"] == spec_b["containers"]
+    assert "affinity" not in short.events[2].obj["spec"]  # no gpu_spec column: any GPU model
 
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}}
