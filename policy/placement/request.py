@@ -179,7 +179,8 @@ def _has_templates(w: Workload) -> bool:
     if w.template_paths:  # a workload object (Job, JobSet, ...) carries its pod templates
         return True
     spec = w.obj.get("spec") if isinstance(w.obj, dict) else None
-    return isinstance(spec, dict) and any(isinstance(ps, dict) and "template" in ps for ps in spec.get("podSets") or ())
+    sets = spec.get("podSets") if isinstance(spec, dict) else None
+    return isinstance(sets, list) and any(isinstance(ps, dict) and "template" in ps for ps in sets)  # (any shape a user sends)
 
 
 def _declared_sets(declared, members: list, me, min_gpus: int | None) -> tuple[PodSet, ...]:
@@ -343,8 +344,10 @@ def tolerations_of(obj) -> tuple:
     if found is None and "podSets" not in spec:
         return ()
     if found is None:
-        for ps in spec.get("podSets") or ():  # Kueue Workload
-            tspec = ((ps or {}).get("template") or {}).get("spec") if is_map(ps) else None
+        sets = spec.get("podSets")
+        for ps in sets if isinstance(sets, list) else ():  # Kueue Workload (any shape a user sends)
+            template = ps.get("template") if is_map(ps) else None
+            tspec = template.get("spec") if is_map(template) else None
             if is_map(tspec) and tspec.get("tolerations"):
                 found = tspec["tolerations"]
                 break
