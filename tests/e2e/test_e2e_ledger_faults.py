@@ -217,10 +217,11 @@ def test_a_replica_paused_past_its_slices_lifetime(fleet, run, record_property):
     from webhook.ledger.escrow import SLICE_TTL
 
     with fleet.trio("paused", run) as (servers, ns):
-        victim = servers[0]
         outcomes: collections.Counter = collections.Counter()
-        kit.create_pods(fleet.core, ns, [f"p{i}" for i in range(QUOTA // 4)], outcomes=outcomes)  # every replica in the shard
-        assert _answers(victim, ns)[0] > 0, "the replica to pause admitted nothing before (the pause would prove little)"
+        first = kit.create_pods(fleet.core, ns, [f"p{i}" for i in range(QUOTA // 4)], outcomes=outcomes)  # replicas in the shard
+        wait_for("the first creates in the decision logs (flushed every 0.25 s)",
+                 lambda: sum(_answers(s, ns)[0] for s in servers) >= first, timeout=10, every=0.25)
+        victim = max(servers, key=lambda s: _answers(s, ns)[0])  # one that holds in the shard (else the pause proves little)
         victim.proc.send_signal(signal.SIGSTOP)
         try:
             time.sleep(SLICE_TTL + 5)  # past its slices' lifetime: the others count them no longer
