@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import secrets
+import sys
 
 import pytest
 
@@ -25,6 +26,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in pathlib.Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.skip(reason=kit.NO_KIT))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fault matrix's stored counts (test_e2e_ledger_faults.py), one line a run, when it ran."""
+    faults = sys.modules.get("faults")
+    if faults is not None and faults.RESULTS:
+        terminalreporter.section("allot fault matrix (quota 64, three replicas)")
+        for line in faults.RESULTS:
+            terminalreporter.write_line(line)
 
 
 def policy_text(run: str) -> str:

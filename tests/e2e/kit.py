@@ -8,6 +8,9 @@ compiled webhook configurations point the API server at it with `clientConfig.ur
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import contextlib
 import json
 import os
 import pathlib
@@ -15,6 +18,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -174,6 +178,26 @@ class Allot:
         self._stderr.close()
 
 
+def start_replicas(n: int, policy_dir: pathlib.Path, kubeconfig: pathlib.Path, work: pathlib.Path, certs: pathlib.Path,
+                   ledger_ns: str) -> list[Allot]:
+    """`n` replicas of `allot serve --ledger LEDGER_NS --peer-address 127.0.0.1` sharing `certs`, all ready with one policy."""
+    servers: list[Allot] = []
+    try:
+        for i in range(n):
+            (work / f"r{i}").mkdir(parents=True, exist_ok=True)
+            servers.append(Allot(policy_dir, kubeconfig, work / f"r{i}", certs=certs,
+                                 extra=("--ledger", ledger_ns, "--peer-address", "127.0.0.1")))  # (the peer channel too)
+        for s in servers:
+            ready = s.wait_ready()
+            assert ready["ledger"]["synced"] and ready["digest"]
+        assert len({s.readyz()["digest"] for s in servers}) == 1  # all decide with one policy
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return servers
+
+
 class Kube:
     """`kubectl --kubeconfig KIT` with JSON in and out, and the server's own error text on failure."""
 
@@ -248,3 +272,65 @@ def gpu_pod(name: str, namespace: str, gpus: int | None = 1, labels: dict | None
     if annotations:
         meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container], **spec}}
+
+
+def core_api(kubeconfig: pathlib.Path):
+    """A `kubernetes` CoreV1Api on the kit's kubeconfig, with a pool as large as the create bursts' threads."""
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64
+    return client.CoreV1Api(client.ApiClient(cfg))
+
+
+def create_pods(core, ns: str, names: list[str], *, outcomes: collections.Counter | None = None, progress=None,
+                tolerate: bool = False) -> int:
+    """Create 1-GPU pods concurrently (64 threads) through the API server; how many creates were answered "created".
+
+    Without `tolerate` every refusal must be a quota denial or a failed webhook call; with it
+    (a fault under way: the API server restarting, a replica stalled) any error counts as
+    not created. `outcomes` counts each answer's kind; `progress(done)` is called after each.
+    """
+    from kubernetes.client.rest import ApiException
+
+    done = [0]
+    lock = threading.Lock()
+
+    def kind(name: str) -> str:
+        try:
+            core.create_namespaced_pod(ns, gpu_pod(name, ns, gpus=1), _preload_content=False)  # no model classes built in 64 threads
+            return "created"
+        except ApiException as exc:
+            body = (exc.body or "").lower()
+            if "quota" in body and exc.status in (403, 500):
+                return "quota"
+            if "failed calling webhook" in body:
+                return "webhook failed"
+            if "ledger_unavailable" in body and exc.status in (403, 500):  # a replica whose view is not proven current
+                return "stale"  # (it denies as --on-error, saying so: docs/ledger.md invariant 9)
+            assert tolerate, exc.body
+            return f"{exc.status}"
+        except Exception as exc:  # only while a fault is under way: the connection itself failed
+            if not tolerate:
+                raise
+            return type(exc).__name__
+
+    def create(name: str) -> bool:
+        got = kind(name)
+        with lock:
+            done[0] += 1
+            if outcomes is not None:
+                outcomes[got] += 1
+            n = done[0]
+        if progress is not None:
+            progress(n)
+        return got == "created"
+
+    # One call on this thread first: the client builds its validators lazily, and CPython 3.11's AST state
+    # is not thread-safe (the same call first made in 64 threads at once can corrupt it). A refusal or a
+    # fault is fine: the warm-up only builds the client's parts.
+    with contextlib.suppress(Exception):
+        core.create_namespaced_pod(ns, gpu_pod("warm-up", ns, gpus=1), dry_run="All", _preload_content=False)
+    with concurrent.futures.ThreadPoolExecutor(64) as pool:
+        return sum(pool.map(create, names))

@@ -11,7 +11,6 @@ replica; its pods take from it whichever replica answers them; its deletion rele
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import json
 import threading
@@ -26,91 +25,13 @@ import hypothesis.internal.observability  # noqa: F401
 
 import kit
 from kit import RACK, gpu_pod, revive, wait_for
+from proxy import RoundRobin
 
 pytestmark = pytest.mark.e2e
 QUOTA = 64
 WL_QUOTA = 4  # the workload-hold tests' quota
 CREATES = 1000
 REPLICAS = 3
-
-
-class RoundRobin:
-    """A loopback TCP proxy on its own thread: each accepted connection goes to the next backend port."""
-
-    def __init__(self, ports: list[int]) -> None:
-        self.ports, self.next = ports, 0
-        self.open: set = set()  # writers of the piped connections (both ends)
-        self.port = kit.free_port()
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
-        self.thread.start()
-        started.wait(10)
-
-    def _run(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-
-        async def pipe(reader, writer):
-            try:
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                writer.close()
-
-        async def handle(reader, writer):
-            port = self.ports[self.next % len(self.ports)]
-            self.next += 1
-            try:
-                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                writer.close()
-                return
-            self.open.update((writer, up_writer))
-            both = asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
-            try:
-                await both
-            except asyncio.CancelledError:
-                both.cancel()
-                writer.close()
-                up_writer.close()
-
-        async def main():
-            self.done = asyncio.Event()
-            self.server = await asyncio.start_server(handle, "127.0.0.1", self.port)
-            started.set()
-            await self.done.wait()  # set by stop() once every piped connection has ended
-
-        self.loop.run_until_complete(main())
-
-    def reroute(self, ports: list[int]) -> None:
-        """Deal new connections to `ports` only, and close the open ones (the API server keeps its connections)."""
-        self.ports = ports
-
-        def close_all():
-            for w in list(self.open):
-                w.close()
-            self.open.clear()
-
-        self.loop.call_soon_threadsafe(close_all)
-
-    def stop(self) -> None:
-        """Close the listener and every piped connection, then the loop."""
-
-        async def shutdown():
-            self.server.close()
-            for w in list(self.open):
-                w.close()
-            pipes = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t.get_coro().__name__ == "handle"]
-            for task in pipes:
-                task.cancel()
-            await asyncio.gather(*pipes, return_exceptions=True)
-            self.done.set()
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
-        self.thread.join(5)
 
 
 @pytest.fixture(scope="module")
@@ -144,17 +65,9 @@ def replicas(kube, cluster, tmp_path_factory):
                                    f'topology fabric {{\n  rack "{RACK}"\n  host "kubernetes.io/hostname"\n}}\n'
                                    f'gang ledger-racks {{\n  for namespace == "{gang_ns}"\n  require topology fabric.rack\n'
                                    f'  on unplaceable deny\n}}\n')
-    servers = []
-    for i in range(REPLICAS):
-        (work / f"r{i}").mkdir()
-        servers.append(kit.Allot(pdir, kube.kubeconfig, work / f"r{i}", certs=certs,
-                                 extra=("--ledger", ledger_ns, "--peer-address", "127.0.0.1")))  # (the peer channel too)
+    servers = kit.start_replicas(REPLICAS, pdir, kube.kubeconfig, work, certs, ledger_ns)
     proxy = None
     try:
-        for s in servers:
-            ready = s.wait_ready()
-            assert ready["ledger"]["synced"] and ready["digest"]
-        assert len({s.readyz()["digest"] for s in servers}) == 1  # both decide with one policy
         proxy = RoundRobin([s.port for s in servers])
         out = work / "compiled"
         kit.run_allot("compile", "--policy", str(pdir), "-o", str(out), "--url", f"https://127.0.0.1:{proxy.port}",
@@ -181,39 +94,6 @@ def replicas(kube, cluster, tmp_path_factory):
             kube.run("delete", "node", name, "--ignore-not-found", check=False)
 
 
-def _core(kube):
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kube.kubeconfig), client_configuration=cfg)
-    cfg.connection_pool_maxsize = 32
-    return client.CoreV1Api(client.ApiClient(cfg))
-
-
-def _creates(core, ns: str, names: list[str]) -> int:
-    """Create 1-GPU pods concurrently through the API server; how many were stored."""
-    from kubernetes.client.rest import ApiException
-
-    def create(name: str) -> bool:
-        try:
-            core.create_namespaced_pod(ns, gpu_pod(name, ns, gpus=1), _preload_content=False)  # no model classes built in 64 threads
-            return True
-        except ApiException as exc:
-            body = (exc.body or "").lower()
-            # (a replica whose view is not proven current denies as --on-error, saying so: docs/ledger.md invariant 9)
-            assert exc.status in (403, 500) and ("quota" in body or "failed calling webhook" in body
-                                                 or "ledger_unavailable" in body), exc.body
-            return False
-
-    try:  # one call on this thread first: the client builds its validators lazily, and CPython 3.11's
-        # AST state is not thread-safe (the same call first made in 64 threads at once can corrupt it)
-        core.create_namespaced_pod(ns, gpu_pod("warm-up", ns, gpus=1), dry_run="All", _preload_content=False)
-    except ApiException:
-        pass
-    with concurrent.futures.ThreadPoolExecutor(64) as pool:
-        return sum(pool.map(create, names))
-
-
 def _shard_holds(core, ledger_ns: str, quota: str) -> dict:
     """hold key -> [expires_at, holds, replica, seen_at] in the ledger shard of `quota`."""
     shard = next((cm for cm in core.list_namespaced_config_map(ledger_ns).items
@@ -222,12 +102,12 @@ def _shard_holds(core, ledger_ns: str, quota: str) -> dict:
 
 
 def test_concurrent_creates_through_the_api_server_admit_exactly_the_quota(kube, replicas):
-    core = _core(kube)
+    core = kit.core_api(kube.kubeconfig)
     ns = replicas["ns"]
     servers = replicas["servers"]
     before = sum(s.metric("allot_ledger_writes", result="conflict") for s in servers)
     t0 = time.perf_counter()
-    created = _creates(core, ns, [f"p{i}" for i in range(CREATES)])
+    created = kit.create_pods(core, ns, [f"p{i}" for i in range(CREATES)])
     seconds = time.perf_counter() - t0
     stored = core.list_namespaced_pod(ns).items
     assert created == QUOTA and len(stored) == QUOTA
@@ -266,17 +146,17 @@ def test_a_replica_paused_past_its_slices_lifetime_over_admits_nothing(kube, rep
 
     from webhook.ledger.escrow import SLICE_TTL
 
-    core = _core(kube)
+    core = kit.core_api(kube.kubeconfig)
     ns = replicas["paused_ns"]
     live = [s for s in replicas["servers"] if s.proc.poll() is None]
     assert len(live) == REPLICAS  # (runs before the killed-replica test)
-    first = _creates(core, ns, [f"p{i}" for i in range(QUOTA // 4)])  # every replica busy in this quota's shard
+    first = kit.create_pods(core, ns, [f"p{i}" for i in range(QUOTA // 4)])  # every replica busy in this quota's shard
     paused = live[0]
     paused.proc.send_signal(signal.SIGSTOP)
     try:
         time.sleep(SLICE_TTL + 5)  # past its slice's lifetime: the others count it no longer
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            burst = pool.submit(_creates, core, ns, [f"q{i}" for i in range(2 * QUOTA)])
+            burst = pool.submit(kit.create_pods, core, ns, [f"q{i}" for i in range(2 * QUOTA)])
             time.sleep(3)  # requests dealt to the paused replica are waiting on it
             paused.proc.send_signal(signal.SIGCONT)
             more = burst.result()
@@ -291,7 +171,7 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
     from policy.blocks.quota import RESERVATION_TTL
     from webhook.ledger.cluster import PRUNE_INTERVAL
 
-    core = _core(kube)
+    core = kit.core_api(kube.kubeconfig)
     ns = replicas["killed_ns"]
     servers = replicas["servers"]
 
@@ -301,7 +181,7 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
 
     diag = _Diag(kube, replicas["ledger_ns"], ns)  # on failure: every shard version and pod event, in a file
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        burst = pool.submit(_creates, core, ns, [f"k{i}" for i in range(CREATES)])
+        burst = pool.submit(kit.create_pods, core, ns, [f"k{i}" for i in range(CREATES)])
         first = wait_for("a replica to admit", admitting, timeout=30, every=0.02)
         killed_id = first.readyz()["ledger"]["replica"]
         first.proc.kill()  # mid-burst: some of its requests are between a commit and their answer
@@ -317,7 +197,7 @@ def test_a_replica_killed_mid_burst_over_admits_nothing_and_its_holds_expire(kub
     # keep slices ahead of demand (with escrow): those are not holds of the burst.
     assert not {k: v for k, v in holds.items() if not k.startswith(("escrow/", "peer/")) or v[2] == killed_id}
     diag.views = _views(survivors, ns)  # what each survivor counts in use before the second wave
-    more = _creates(core, ns, [f"m{i}" for i in range(2 * QUOTA)])
+    more = kit.create_pods(core, ns, [f"m{i}" for i in range(2 * QUOTA)])
     stored = len(core.list_namespaced_pod(ns).items)
     allowed = {s.port: sorted(d["name"] for d in s.decisions() if d.get("namespace") == ns and d.get("result") == "allowed"
                               and not d.get("dry_run") and str(d.get("name", "")).startswith("m")) for s in survivors}
@@ -383,7 +263,7 @@ def test_concurrent_gangs_through_every_replica_take_the_one_rack_that_holds_the
     replicas answer; its next member joins it."""
     from kubernetes.client.rest import ApiException
 
-    core = _core(kube)
+    core = kit.core_api(kube.kubeconfig)
     ns = replicas["gang_ns"]
 
     def member(gang: int, i: int) -> bool:
@@ -474,7 +354,7 @@ def _answering(servers, ns: str, since: list[int]) -> int:
 
 
 def test_a_deployments_hold_counts_on_every_replica_and_its_delete_releases_it_on_all(kube, replicas):
-    core = _core(kube)
+    core = kit.core_api(kube.kubeconfig)
     ns = replicas["wl_ns"]
     servers = [s for s in replicas["servers"] if s.proc.poll() is None]  # (the kill test may have stopped one)
     assert kube.create(_deployment("held", ns, WL_QUOTA, paused=True)).returncode == 0  # paused: no pods, the hold alone
@@ -494,7 +374,7 @@ def test_a_deployments_hold_counts_on_every_replica_and_its_delete_releases_it_o
 def test_a_deployments_pods_take_from_its_hold_whichever_replica_answers(kube, replicas):
     from kubernetes.client.rest import ApiException
 
-    core = _core(kube)
+    core = kit.core_api(kube.kubeconfig)
     ns = replicas["wl_ns"]
     servers = [s for s in replicas["servers"] if s.proc.poll() is None]  # (the kill test may have stopped one)
     wait_for("an empty quota", lambda: all(_each_admits(servers, ns, WL_QUOTA)), timeout=30, every=0.5)
