@@ -41,6 +41,9 @@ CODES: dict[str, str] = {
     "E0305": "value out of range",
     "E0306": "borrow/lend without a cohort",
     "E0307": "topology levels must be distinct and widest first",
+    # E0320-: cohort trees, reclaim and preemption (docs/reclaim.md)
+    "E0320": "a cohort's `parent` names no cohort",
+    "E0321": "a cohort is its own ancestor (a cycle of `parent` lines)",
     # Wxxxx: warnings (do not fail `allot check`)
     "W0301": "condition is always true",
     "W0302": "cohort has a single member: nothing to borrow or lend",
@@ -49,4 +52,9 @@ CODES: dict[str, str] = {
     "W0305": "a per-model cap makes `borrow` useless for that model's pods",
     "W0306": "`quota.covered` cannot change: no quota is declared, or one has no `for`",
     "W0307": "no verb of an allow happens on one of its subresources (`create pods/exec`: exec is `connect`)",
+    "W0320": "a declared cohort has no members: no quota joins it, no cohort names it as parent",
+    "W0321": "`borrow`/`lend` on a cohort without a parent can never be used",
+    "W0322": "a `borrow` larger than the cohort tree can ever lend",
+    "W0323": "a `lend` no other quota of the cohort tree may borrow",
+    "W0324": "a `weight` on a quota that joins no cohort has no effect",
 }
