@@ -253,3 +253,48 @@ def test_the_index_is_as_before_after_a_plan():
     d = engine.decide(case.req, snap, 1000.0, reserve=False)
     assert d.plan is not None
     assert {n: (s.free_whole(), s.partial_states(), dict(s.allocs)) for n, s in index.nodes.items()} == before
+
+
+FAIR = HEAD + '''
+quota team-a {
+  for namespace == "team-a"
+  cohort research
+  gpus 8
+  weight 1
+}
+quota team-b {
+  for namespace == "team-b"
+  cohort research
+  gpus 8
+  weight WB
+}
+quota team-c {
+  for namespace == "team-c"
+  cohort research
+  gpus 8
+}
+'''
+
+
+@pytest.mark.parametrize("weight,victims_want,codes", [
+    ("1", [("JobSet", "b-2", "suspend")], ["ReclaimPlanned"]),  # b's share 333 > a's 166 with the request: b gives way
+    ("4", [], ["QuotaExceeded"]),  # weight 4: b's share 83 is below a's 166, so a cannot make it give way
+])
+def test_fair_share_takes_from_the_borrower_above_its_share(weight, victims_want, codes):
+    running = [Run("a-own", "team-a", ("n1",)), Run("b-1", "team-b", ("n2",)), Run("b-2", "team-b", ("n3",))]
+    objs = [*nodes(("n1", H100, "r1"), ("n2", H100, "r1"), ("n3", H100, "r1")), *(o for r in running for o in r.objects())]
+    d, _, _ = decide(FAIR.replace("WB", weight), objs, ask(gpus=4))
+    assert [r.code for r in d.reasons] == codes and d.allowed is bool(victims_want)
+    assert victims(d) == victims_want
+    if d.plan is not None:
+        assert d.plan.kind == "fair-share" and "(share 333)" in d.plan.victims[0].reason
+    else:
+        assert "no fair-share plan" in d.reasons[0].message
+
+
+def test_without_weights_borrowing_stays_first_come():
+    """No `weight` anywhere in the tree: an over-quota request is denied as before, nobody is preempted for it."""
+    running = [Run("a-own", "team-a", ("n1",)), Run("b-1", "team-b", ("n2",)), Run("b-2", "team-b", ("n3",))]
+    objs = [*nodes(("n1", H100, "r1"), ("n2", H100, "r1"), ("n3", H100, "r1")), *(o for r in running for o in r.objects())]
+    d, _, _ = decide(FAIR.replace("  weight WB\n", "").replace("  weight 1\n", ""), objs, ask(gpus=4))
+    assert [r.code for r in d.reasons] == ["QuotaExceeded"] and d.plan is None
