@@ -23,7 +23,7 @@ UNIT_LABELS = (
 class Unit:
     """One running workload: its pods (index key -> (namespace, name, uid, node, milli)) and its charges per quota."""
 
-    __slots__ = ("key", "kind", "namespace", "name", "uid", "pods", "milli", "priority", "admitted")
+    __slots__ = ("key", "kind", "namespace", "name", "uid", "pods", "milli", "priority", "admitted", "_facts", "_nodes")
 
     def __init__(self, key: tuple, kind: str, namespace: str, name: str, uid: str | None):
         self.key, self.kind, self.namespace, self.name, self.uid = key, kind, namespace, name, uid
@@ -31,6 +31,24 @@ class Unit:
         self.milli: dict[int, int] = {}  # quota index -> milli-GPU charged
         self.priority: dict[str, int] = {}  # pod key -> its priority
         self.admitted: dict[str, str] = {}  # pod key -> creationTimestamp
+        self._facts: tuple | None = None  # (lowest priority, -admitted as an integer, GPUs), until a pod changes
+        self._nodes: frozenset | None = None  # the nodes its bound pods run on, until a pod changes
+
+    def nodes(self) -> frozenset:
+        """The nodes its bound pods hold GPUs on (cached)."""
+        nodes = self._nodes
+        if nodes is None:
+            nodes = self._nodes = frozenset(p[3] for p in self.pods.values() if p[3] is not None)
+        return nodes
+
+    def facts(self) -> tuple[int, int, int]:
+        """(lowest priority, minus the first admission as digits, milli-GPU): what the victim order reads, cached."""
+        facts = self._facts
+        if facts is None:
+            stamp = self.first_admitted()
+            digits = "".join(ch for ch in stamp if ch.isdigit())
+            facts = self._facts = (self.lowest_priority(), -int(digits) if digits else 0, self.gpus())
+        return facts
 
     @property
     def action(self) -> str:
@@ -116,6 +134,7 @@ class VictimBook:
         unit.priority[ikey] = priority if type(priority) is int else 0
         created = meta.get("creationTimestamp")
         unit.admitted[ikey] = created if type(created) is str else ""
+        unit._facts = unit._nodes = None
         for qi, m, *_ in charges:
             unit.milli[qi] = unit.milli.get(qi, 0) + m
             self.by_quota.setdefault(qi, {})[ukey] = unit
@@ -131,6 +150,7 @@ class VictimBook:
         if unit is None:
             return
         unit.pods.pop(ikey, None)
+        unit._facts = unit._nodes = None
         unit.priority.pop(ikey, None)
         unit.admitted.pop(ikey, None)
         for qi, m, *_ in charges:

@@ -11,6 +11,7 @@ evaluator decides whether the request lands: a what-if takes the victims' pods o
 from __future__ import annotations
 
 from dataclasses import dataclass
+import heapq
 from collections.abc import Callable
 
 
@@ -33,31 +34,43 @@ class Candidate:
 
 
 def order_key(c: Candidate, need: int) -> tuple:
-    """The documented victim order (smaller first)."""
-    u = c.unit
-    gpus = u.gpus()
+    """The documented victim order (smaller first); the admission time is the timestamp's digits, negated (newest first)."""
+    priority, newest, gpus = c.unit.facts()
     wasted = gpus - need if gpus > need else 0
-    return (0 if c.other else 1, -c.share, u.lowest_priority(), _newest_first(u.first_admitted()), wasted, u.key)
+    return (0 if c.other else 1, -c.share, priority, newest, wasted, c.unit.key)
 
 
-def _newest_first(stamp: str) -> tuple:
-    # RFC 3339 UTC timestamps order as text; the most recent must sort first, and a pod without one last.
-    return (0, tuple(-ord(ch) for ch in stamp)) if stamp else (1, ())
-
-
-RETRIES = 16  # candidates tried first in turn when taking them in order never lands (a gang needs one domain freed)
+RETRIES = 16  # domains (or, without domains, candidates taken first) tried in turn
 
 
 def choose(candidates: list[Candidate], *, used: list[int], nominal: list[int], quota_fits: Callable[[list[int]], bool],
-           lands: Callable[..., bool] | None, need: int) -> list[Candidate] | None:
+           lands: Callable[..., bool] | None, need: int, domains: Callable[[Candidate], frozenset] | None = None) -> list[Candidate] | None:
     """The victims (in plan order) that make `quota_fits(used')` true and the request land, minimal; None when none do.
 
-    `lands(drop, keep, ask=True)` answers the placement what-if with the pods of `drop` out (it keeps them
-    out between calls); `keep` are those to put back first. When taking candidates in order never
-    lands (the first ones free GPUs in the wrong domain, and the quota rule stops the rest), each
-    of the first `RETRIES` candidates is tried first in turn, the others in order after it.
+    `lands(drop, keep, ask=True)` answers the placement what-if with the pods of `drop` out (it
+    keeps them out between calls); `keep` are those to put back first. When the request must land
+    in one domain (`domains(c)`: the domains a candidate's pods free GPUs in — its nodes for a single
+    pod, the required level's values for a gang), victims are sought domain by domain, in the order
+    of each domain's most preferred candidate (at most `RETRIES` domains), so GPUs freed elsewhere
+    never count. Otherwise candidates are taken in order; when that never lands, each of the first
+    `RETRIES` is tried first in turn.
     """
-    ordered = sorted(candidates, key=lambda c: order_key(c, need))
+    keyed = [(order_key(c, need), c) for c in candidates]
+    if lands is not None and domains is not None:
+        by_domain: dict = {}
+        for item in keyed:
+            for d in domains(item[1]):
+                by_domain.setdefault(d, []).append(item)
+        # the domains of the most preferred candidates first, without sorting every candidate
+        best = heapq.nsmallest(RETRIES, by_domain.values(), key=lambda items: min(k for k, _c in items))
+        for items in best:
+            items.sort(key=lambda item: item[0])
+            chosen = _greedy([c for _k, c in items], used, nominal, quota_fits, lands)
+            if chosen is not None:
+                return chosen
+        return None
+    keyed.sort(key=lambda item: item[0])
+    ordered = [c for _k, c in keyed]
     for start in range(min(len(ordered), RETRIES) if lands is not None else 1):
         trial = ordered if start == 0 else [ordered[start], *ordered[:start], *ordered[start + 1:]]
         chosen = _greedy(trial, used, nominal, quota_fits, lands)

@@ -93,12 +93,13 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
             share = tree.share(qi, usage)
             if kind != "reclaim" and share <= my_share:
                 continue  # a borrower at or above its fair share cannot make another give way
+            why = f"{specs[qi].name} borrows {format_milli(used[qi] - nominal[qi])} beyond its nominal {format_milli(nominal[qi])}"
+            why += f" (share {share})" if tree.root(qi) in tree.fair else ""
             for u in book.by_quota.get(qi, {}).values():
-                if u.key in seen or mine & u.milli.keys() or (kind == "preempt" and u.lowest_priority() >= priority):
+                if u.key in seen or (kind == "preempt" and u.facts()[0] >= priority) or (len(u.milli) > 1 and mine & u.milli.keys()):
                     continue
                 seen.add(u.key)
-                why = f"{specs[qi].name} borrows {format_milli(used[qi] - nominal[qi])} beyond its nominal {format_milli(nominal[qi])}"
-                candidates.append(Candidate(u, True, share, why + (f" (share {share})" if tree.root(qi) in tree.fair else "")))
+                candidates.append(Candidate(u, True, share, why))
         if kind == "preempt":
             for u in book.by_quota.get(r, {}).values():
                 if u.key not in seen and u.lowest_priority() < priority:
@@ -123,8 +124,10 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
             whatif.restore(k for c in keep for k in c.unit.pods)
             whatif.drop(k for c in drop for k in c.unit.pods)
             return whatif.fits(request) if ask else False
+    domains = _domains_of(index, request) if whatif is not None else None
     try:
-        chosen = choose(candidates, used=used, nominal=nominal, quota_fits=quota_fits, lands=lands if whatif else None, need=need)
+        chosen = choose(candidates, used=used, nominal=nominal, quota_fits=quota_fits, lands=lands if whatif else None, need=need,
+                        domains=domains)
         if chosen is not None and whatif is not None:
             last[0] = whatif.place(request)  # with exactly the chosen victims out: where it lands
     finally:
@@ -140,6 +143,41 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
     nodes = tuple(sorted(last[0].nodes.items())) if last[0] is not None and last[0].fits else ()
     workload = f"{w.kind} {w.namespace or 'default'}/{w.name or w.gang or ''}"
     return Plan(kind, spec.id, workload, victims, sum(v.gpus for v in victims), tuple(rules), nodes, whatif is not None), ""
+
+
+def _domains_of(index, request):
+    """The domains a candidate frees GPUs in, when the request must land in one: its nodes (one pod), its level's values (a gang)."""
+    from policy.placement.request import gang_size
+
+    label = None
+    if request.required is not None:
+        tree, _ = index.tree_for(request.topology)
+        levels = dict(zip(tree.level_names, tree.labels)) if tree is not None else {}
+        label = levels.get(request.required)
+        if label is None:
+            return None
+    elif gang_size(request)[0] != 1:
+        return None  # several pods anywhere: no single domain to free
+    else:
+        return lambda c: c.unit.nodes()  # one pod lands on one node
+    nodes, memo = index.nodes, {}
+
+    def domains(c) -> frozenset:
+        key = c.unit.key
+        hit = memo.get(key)
+        if hit is None:
+            out = set()
+            for node in c.unit.nodes():
+                state = nodes.get(node)
+                if state is None or state.spec is None:
+                    continue
+                value = state.spec.labels.get(label)
+                if value is not None:
+                    out.add(value)
+            hit = memo[key] = frozenset(out)
+        return hit
+
+    return domains
 
 
 def _pledged(book, now: float) -> list:
