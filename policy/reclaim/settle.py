@@ -25,7 +25,6 @@ from policy.reclaim.plan import Plan, Victim, VictimPod
 from policy.reclaim.search import Candidate, choose
 
 PLAN_TTL = 120.0  # seconds the victims of an admitted plan count as going (not chosen again, their GPUs counted free)
-CODES = {"reclaim": "ReclaimPlanned", "fair-share": "ReclaimPlanned", "preempt": "PreemptionPlanned"}
 
 
 def settle(ctx) -> None:
@@ -53,7 +52,11 @@ def settle(ctx) -> None:
     if unplaced_at is not None:  # the gang lands once the victims are gone: its unplaceable finding becomes the plan
         del ctx.reasons[unplaced_at]
     ctx.plan = plan
-    ctx.find(CODES[kind], spec.id, spec.location, f"{spec.name}: {plan.summary()}", "warn", plan.to_json())
+    text = f"{spec.name}: {plan.summary()}"
+    if kind == "preempt":
+        ctx.find("PreemptionPlanned", spec.id, spec.location, text, "warn", plan.to_json())
+    else:
+        ctx.find("ReclaimPlanned", spec.id, spec.location, text, "warn", plan.to_json())
     if ctx.may_reserve and not ctx.w.dry_run and not ctx.mutate:
         for v in plan.victims:
             book.pledged[(v.namespace, v.kind, v.name)] = ctx.now + PLAN_TTL
