@@ -83,15 +83,16 @@ def check_priorities(priorities: list[ir.Priority], diags: list[Diagnostic]) -> 
         )
 
 
-def check_cohorts(quotas: list[ir.Quota], diags: list[Diagnostic]) -> None:
-    """A cohort with one member cannot borrow or lend anything: probably a typo in its name."""
+def check_cohorts(quotas: list[ir.Quota], diags: list[Diagnostic], cohorts: list[ir.Cohort] = ()) -> None:
+    """A cohort with one member (and no pool, parent or child cohort) cannot borrow or lend anything: probably a typo in its name."""
     members: dict[str, list[ir.Quota]] = defaultdict(list)
     for q in quotas:
         if q.cohort is not None:
             members[q.cohort].append(q)
     names = sorted(members)
+    linked = {c.name for c in cohorts if c.parent is not None or c.gpus} | {c.parent for c in cohorts if c.parent is not None}
     for cohort, qs in members.items():
-        if len(qs) == 1:
+        if len(qs) == 1 and cohort not in linked:
             others = [n for n in names if n != cohort]
             close = difflib.get_close_matches(cohort, others, n=1) if len(others) <= 200 else None  # bounded cost
             hint = f"did you mean `{close[0]}`?" if close else "add another quota to the cohort or remove the line"

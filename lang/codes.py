@@ -47,6 +47,9 @@ CODES: dict[str, str] = {
     "E0310": "unknown priority tier for `on spent priority`",
     "E0311": "two budgets meter the same workloads, model and period",
     "E0312": "a duration with an unknown unit (`half_life 7 days`)",
+    # E0320-: cohort trees, reclaim and preemption (docs/reclaim.md)
+    "E0320": "a cohort's `parent` names no cohort",
+    "E0321": "a cohort is its own ancestor (a cycle of `parent` lines)",
     # Wxxxx: warnings (do not fail `allot check`)
     "W0301": "condition is always true",
     "W0302": "cohort has a single member: nothing to borrow or lend",
@@ -57,4 +60,9 @@ CODES: dict[str, str] = {
     "W0307": "no verb of an allow happens on one of its subresources (`create pods/exec`: exec is `connect`)",
     # W0308: budget code (docs/budgets.md)
     "W0308": "`on spent priority` names the highest class: spent work is moved to no lower tier",
+    "W0320": "a declared cohort has no members: no quota joins it, no cohort names it as parent",
+    "W0321": "`borrow`/`lend` on a cohort without a parent can never be used",
+    "W0322": "a `borrow` larger than the cohort tree can ever lend",
+    "W0323": "a `lend` no other quota of the cohort tree may borrow",
+    "W0324": "a `weight` on a quota that joins no cohort has no effect",
 }

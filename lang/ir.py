@@ -242,10 +242,31 @@ class Quota:
     mode: Mode
     span: Span
     models: tuple[str, ...] = ()  # `models …`: declared GPU models its workloads may use (() = any)
+    weight: int | None = None  # milli fair-sharing weight (`weight 1.5` -> 1500); None = 1 (Kueue's default)
 
     @property
     def id(self) -> str:
         return f"quota {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """`cohort NAME { parent P  gpus N  borrow N  lend N  weight W }`: a node of a cohort tree (Kueue hierarchical cohorts).
+
+    A cohort that quotas name without a block is the same with every field unset (no pool, no parent).
+    """
+
+    name: str
+    parent: str | None
+    gpus: int | None  # milli-GPU: the cohort's own nominal pool, beyond what its members lend it
+    borrow: int | None  # milli-GPU it may take from its parent beyond its subtree; None = unlimited
+    lend: int | None  # milli-GPU of its subtree its parent may use; None = all
+    weight: int | None  # milli fair-sharing weight; None = 1
+    span: Span
+
+    @property
+    def id(self) -> str:
+        return f"cohort {self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +408,7 @@ class Budget:
         return f"budget {self.name}"
 
 
-Block = Union[GpuModel, Topology, Priority, Quota, Fraction, Gang, Agents, Rule, Budget]
+Block = Union[GpuModel, Topology, Priority, Cohort, Quota, Fraction, Gang, Agents, Rule, Budget]
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +418,7 @@ class PolicySet:
     gpus: tuple[GpuModel, ...] = ()
     topologies: tuple[Topology, ...] = ()
     priorities: tuple[Priority, ...] = ()
+    cohorts: tuple[Cohort, ...] = ()  # declared `cohort` blocks (cohorts only quotas name have none)
     quotas: tuple[Quota, ...] = ()
     fractions: tuple[Fraction, ...] = ()
     gangs: tuple[Gang, ...] = ()

@@ -6,6 +6,7 @@ from collections.abc import Set
 
 from lang import ast, ir
 from lang.absent import NOTHING, check_absent
+from lang.cohorts import check_tree, lower_cohort, lower_weight
 from lang.checker import check_borrow, check_cohorts, check_mode, check_models, check_priorities, check_statements, check_topology_levels, collect_scope, decl_name, known
 from lang.diagnostics import Diagnostic, error, warning
 from lang.exprs import ExprLowerer, Scope, coerce_number
@@ -127,6 +128,7 @@ class Lowerer:
             mode=check_mode(stmts, self.diags),
             span=b.span,
             models=check_models(stmts, self.scope, self.diags),
+            weight=lower_weight(self, stmts.get("weight")),
         )
 
     def fraction(self, b: ast.Block) -> ir.Fraction:
@@ -193,12 +195,13 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     decls = [d for f in sorted(files, key=lambda f: f.path) for d in f.decls]
     low = Lowerer(collect_scope(decls, diags), diags)
     low.scope.unparsed = {u for f in files for u in f.unparsed}
-    out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "quotas", "fractions", "gangs", "agents", "rules", "budgets")}
+    out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "cohorts", "quotas", "fractions", "gangs", "agents", "rules", "budgets")}
     seen: set[tuple[str, str]] = set()
     table = {
         "gpu": ("gpus", low.gpu),
         "topology": ("topologies", low.topology),
         "priority": ("priorities", low.priority),
+        "cohort": ("cohorts", lambda b: lower_cohort(low, b)),
         "quota": ("quotas", low.quota),
         "fraction": ("fractions", low.fraction),
         "gang": ("gangs", lambda b: lower_gang(low, b)),
@@ -226,7 +229,8 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     if partial:  # a block read without its bad statement: what it lacks may be that statement (the syntax error says so)
         diags[:] = [d for d in diags if not (d.code == "E0111" and d.span in partial)]
     if not any(kind == "quota" for kind, _ in low.scope.unparsed):  # a quota that did not parse may be the other member
-        check_cohorts(out["quotas"], diags)
+        check_cohorts(out["quotas"], diags, out["cohorts"])
+    check_tree(out["quotas"], out["cohorts"], diags, low.scope.unparsed)
     policy = ir.PolicySet(**{k: tuple(v) for k, v in out.items()})
     check_covered(policy, low.scope, diags)
     return policy, diags

@@ -24,7 +24,7 @@ from lang.parse_errors import describe_unexpected
 from lang.span import Span
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
-_KINDS = "gpu|topology|priority|quota|fraction|gang|agents|rule|budget"
+_KINDS = "gpu|topology|priority|cohort|quota|fraction|gang|agents|rule|budget"
 # A declaration starts in column 1 with its keyword, or with any word (a misspelt keyword) and a name before `{`.
 _BLOCK_START = re.compile(rf"^(?:(?:{_KINDS})\b|[A-Za-z_][\w-]*(?:[ \t]+[A-Za-z_][\w-]*)?[ \t]*\{{)", re.M)
 _HEAD = re.compile(rf"({_KINDS})\b[ \t]*([A-Za-z_](?:[\w-]*\w)?)?")

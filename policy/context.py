@@ -17,7 +17,8 @@ def where(span: Span) -> str:
 class Context:
     """One decision in progress: the subject, the inputs, and what blocks found so far."""
 
-    __slots__ = ("w", "snapshot", "now", "mutate", "reasons", "blocks", "_patch", "trace", "reserve", "state", "placement", "may_reserve", "gang")
+    __slots__ = ("w", "snapshot", "now", "mutate", "reasons", "blocks", "_patch", "trace", "reserve", "state", "placement", "may_reserve", "gang",
+                 "contention", "plan", "unplaced")
 
     def __init__(self, w, snapshot, now: float, mutate: bool, explain: bool = False, state=None):
         self.w = w
@@ -33,6 +34,9 @@ class Context:
         self.placement = None  # policy.decision.Placement of a gang member that fits
         self.may_reserve = True  # False for offline decisions: placement holds nothing
         self.gang = None  # policy.gang.Proposed: a gang domain to hold and pin to once the request is admitted
+        self.contention: list | None = None  # policy.reclaim.settle.Contention: quotas a plan may make room in
+        self.plan = None  # policy.reclaim.Plan: the victims that let this request land
+        self.unplaced = None  # (GangRequest, reason index) of an enforcing GangUnplaceable a reclaim plan may lift
 
     @property
     def patch(self) -> PatchBuilder:

@@ -52,6 +52,7 @@ class Decision:
     patch: tuple[Mapping, ...] = ()  # RFC 6902 JSONPatch ops for /mutate
     blocks: tuple[str, ...] = ()
     placement: Placement | None = None
+    plan: object = None  # policy.reclaim.Plan: workloads to evict or suspend so this admitted request lands
 
     @property
     def denials(self) -> tuple[Reason, ...]:
@@ -77,6 +78,7 @@ class Decision:
                 "nodes": dict(self.placement.nodes),
                 "reservation": self.placement.reservation,
             },
+            "plan": None if self.plan is None else self.plan.to_json(),
         }
 
 

@@ -26,6 +26,8 @@ from policy.subject.normalize import normalize, normalize_object
 from policy.subject.workloads import HELD_KINDS, WORKLOAD_TTL, controlled_child, hold_key, object_uid, workload_memory
 from policy.blocks.quota import RESERVATION_TTL, QuotaLedger
 from policy.cluster.ledger import WorkloadChange
+from policy.reclaim.book import VictimBook, needs_book
+from policy.reclaim.settle import settle as settle_contention
 from policy.weaksub import subscribe_weakly
 
 WARNING_LIMIT = 120  # characters per admission warning (API server guidance)
@@ -51,7 +53,10 @@ class SnapshotState:
         self._meter = None
         # One normalization per pod event for the quota ledger and the budget meter (the meter clears it after each event).
         self.live = LastWorkload(to_workload) if compiled.budget_specs else to_workload
-        self.quota = QuotaLedger(compiled.quota_specs, self.live)
+        self.quota = QuotaLedger(compiled.quota_specs, self.live, compiled.policy.cohorts)
+        self.quota.preempting = frozenset(p.name for p in compiled.policy.priorities if p.preempts)
+        if needs_book(compiled.policy):  # running workloads by quota: what a plan chooses victims from
+            self.quota.book = VictimBook()
         if compiled.quota_specs:
             self.quota.attach(snapshot)
 
@@ -143,7 +148,7 @@ class Engine:
         """Build every index the policy needs for `snapshot` now (call after load or reload), not on a request."""
         state = self.state_for(snapshot)
         policy = self.policy_set
-        if any(g.topology for g in policy.gangs) or any(f.per_gpu is not None for f in policy.fractions):
+        if any(g.topology for g in policy.gangs) or any(f.per_gpu is not None for f in policy.fractions) or needs_book(policy):
             state.planner()
 
     def adopt(self, previous: "Engine | None", snapshot, now: float) -> list[str]:
@@ -244,6 +249,8 @@ class Engine:
         if w.problems and w.operation in ("CREATE", "UPDATE"):
             self._problems(ctx)
         self._by_namespace.get(w.namespace, self._unkeyed)(ctx)
+        if ctx.contention:  # a quota left room to make: a reclaim or preemption plan, or the denial it deferred
+            settle_contention(ctx)
         planner = ctx.state._planner
         if ctx.gang is None and planner is not None and planner.workloads and w.kind == "Pod":
             join_owner(ctx)  # a pod of a workload holding its domain goes there, selected by a gang block or not
@@ -390,4 +397,5 @@ def combine(ctx: Context, plain: dict | None = None) -> Decision:
         patch=ctx.patch_ops() if ctx.mutate else (),
         blocks=tuple(dict.fromkeys(ctx.blocks)),
         placement=ctx.placement,
+        plan=ctx.plan,
     )

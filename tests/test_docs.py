@@ -178,4 +178,5 @@ def test_a_critical_pod_over_its_quota_is_denied_as_the_doc_says(tmp_path, capsy
     assert response["allowed"] is False
     assert "critical-tier: 6 in use + 4 requested > 8 nominal" in response["status"]["message"]  # live pods counted by class
     doc = (DOCS / "language.md").read_text(encoding="utf-8") + (DOCS / "blocks.md").read_text(encoding="utf-8")
-    assert "**Priority and quota are independent.**" in doc and 'for priority_class == "critical"' in doc
+    assert "no preempt plan: no workload may give way" in response["status"]["message"]  # the running pod is critical too
+    assert "**Priority and quota.**" in doc and 'for priority_class == "critical"' in doc

@@ -275,6 +275,8 @@ def make_check(g: ir.Gang, selector, whens: tuple, labels: dict, mode: str) -> C
 
         def unfit(ctx: Context, result: PlacementResult) -> None:
             code = "GangNotYetPlaceable" if result.reasons and result.reasons[0].code == "ModelUnknown" else "GangUnplaceable"
+            if code == "GangUnplaceable" and on == "enforce" and ctx.unplaced is None:
+                ctx.unplaced = (request, len(ctx.reasons))  # a reclaim plan may free the domain (policy/reclaim/settle.py)
             ctx.find(code, block, loc, f"{g.name}: {result.reason}", on, data)
 
         if result.fits:

@@ -25,7 +25,9 @@ from policy.cluster.snapshot import is_live
 from policy.context import Context, where
 from policy.cluster.ledger import ReservationLedger
 from policy.cluster.ledger import pod_key  # re-exported: the key holds and charges share
+from policy.blocks.cohorts import CohortTree
 from policy.blocks.holdbook import book_of
+from policy.reclaim.contention import Contention
 from policy.subject.workloads import HELD_KINDS, controlled_child, ends_hold, hold_key, object_uid, owner_hold_in
 from policy.weaksub import subscribe_weakly
 
@@ -52,13 +54,17 @@ class QuotaSpec:
     mode: str
     selector: Callable | None
     namespace: str | None = None  # the only namespace the selector can match, when it names one
+    weight: int | None = None  # milli fair-sharing weight (None: 1)
 
 
 class QuotaLedger:
     """Per-quota usage kept incrementally from snapshot events, so a decision never scans pods."""
 
-    def __init__(self, specs: list[QuotaSpec], to_workload: Callable[[dict], object]):
+    def __init__(self, specs: list[QuotaSpec], to_workload: Callable[[dict], object], cohorts: tuple = ()):
         self.specs = specs
+        self.tree = CohortTree(specs, cohorts)  # Kueue hierarchical cohorts (policy/blocks/cohorts.py)
+        self.book = None  # policy.reclaim.book.VictimBook: running workloads by quota, when a plan may be needed
+        self.preempting: frozenset[str] = frozenset()  # priority classes declared `preempts`
         self.to_workload = to_workload  # live pod -> enriched Workload (normalize_object + model resolution)
         self.used = [0] * len(specs)  # milli-GPU
         self.memory = [0] * len(specs)  # bytes
@@ -69,12 +75,9 @@ class QuotaLedger:
         self.shared = False
         self.holds.listen(self._mirror)
         self.last_owner: tuple = (None, None)  # (subject, its owner's hold key) as the quota check found it
-        self.cohorts: dict[str, list[int]] = {}
         self.unkeyed = [s for s in specs if s.namespace is None]
         self.by_namespace: dict[str, list[QuotaSpec]] = {}
         for s in specs:
-            if s.cohort:
-                self.cohorts.setdefault(s.cohort, []).append(s.index)
             if s.namespace is not None:
                 self.by_namespace.setdefault(s.namespace, []).append(s)
 
@@ -120,11 +123,16 @@ class QuotaLedger:
         previous = self.pods.pop(key, None)
         if previous:
             self._apply(previous, -1)
+            if self.book is not None:
+                self.book.remove(key)
         if event != "DELETED" and new is not None and is_live(new):
-            charges = self.charges_for(self.to_workload(new))
+            w = self.to_workload(new)
+            charges = self.charges_for(w)
             if charges:
                 self.pods[key] = charges
                 self._apply(charges, +1)
+                if self.book is not None:  # running workloads by quota, for reclaim and preemption plans
+                    self.book.add(key, new, w, charges)
             if not self.shared:  # a shared ledger is released by the snapshot itself
                 self.holds.release(key)  # the pod itself now carries the charge
         elif new is not None and event != "DELETED" and key in self.holds.holds and (new.get("status") or {}).get("phase") in FINISHED:
@@ -271,21 +279,18 @@ class QuotaLedger:
         self.holds.expire(now)
 
     def borrowable(self, qi: int) -> int:
-        """Milli-GPU quota `qi` may take beyond its nominal right now (see module doc)."""
-        spec = self.specs[qi]
-        if spec.cohort is None or spec.borrow == 0:
-            return 0
-        pool = borrowed = 0
-        for j in self.cohorts[spec.cohort]:
-            if j == qi:
-                continue
-            other = self.specs[j]
-            nominal, used = other.nominal or 0, self.used[j]
-            idle = max(0, nominal - used)
-            pool += idle if other.lend is None else min(idle, other.lend)
-            borrowed += max(0, used - nominal)
-        avail = max(0, pool - borrowed)
-        return avail if spec.borrow is None else min(spec.borrow, avail)
+        """Milli-GPU quota `qi` may take beyond its nominal right now (the cohort tree's `available`, policy/blocks/cohorts.py)."""
+        return self.tree.borrowable(qi, self.used)
+
+
+def _contention(ledger: QuotaLedger, spec: QuotaSpec, w, over: bool) -> str | None:
+    """The plan an over-quota request may get: `preempt` for a `preempts` class, `fair-share` in a weighted cohort tree."""
+    if w.priority_class is not None and w.priority_class in ledger.preempting:
+        return "preempt"
+    tree = ledger.tree
+    if spec.cohort is not None and tree.root(spec.index) in tree.fair:
+        return "fair-share"
+    return None
 
 
 def same_generation(old: dict | None, new: dict) -> bool:
@@ -312,6 +317,7 @@ def compile_quota(q: ir.Quota, index: int, selector, mode: str, namespace: str |
         mode=mode,
         selector=selector,
         namespace=namespace,
+        weight=q.weight,
     )
 
 
@@ -395,10 +401,21 @@ def make_check(spec: QuotaSpec, *, prefiltered: bool = False) -> Callable[[Conte
                 )
                 if covered:
                     text += f" ({format_milli(covered)} of it held for {owner[3:]}, not counted twice)"
-                if over:
+                contention = _contention(ledger, spec, w, over) if over and ledger.book is not None and mode == "enforce" else None
+                if contention is not None:  # a plan may make room: policy/reclaim/settle.py decides, or denies as here
+                    if ctx.contention is None:
+                        ctx.contention = []
+                    ctx.contention.append(Contention(spec, contention, requested, ("QuotaExceeded", text, data)))
+                    ctx.note(block, location, text + f": over, a {contention} plan is sought")
+                elif over:
                     ctx.find("QuotaExceeded", block, location, text, mode, data)
                 else:
                     ctx.note(block, location, text + ": fits")
+            if (fits_nominal and not resize and ledger.book is not None and mode == "enforce" and spec.cohort is not None
+                    and ledger.tree.others_borrow(qi, ledger.used)):
+                if ctx.contention is None:  # within nominal while others borrow: a reclaim if it cannot land
+                    ctx.contention = []
+                ctx.contention.append(Contention(spec, "reclaim", requested))
         if model is not None and model in spec.per_model:
             limit, used = spec.per_model[model], ledger.models[qi].get(model, 0) - covered_model
             over = used + requested > limit

@@ -16,6 +16,7 @@ from policy.testing.cases import TestFile
 REASON_CODES = frozenset({
     # quota, priority, fraction, gang, agents, rules
     "QuotaExceeded", "QuotaModelExceeded", "QuotaMemoryExceeded", "QuotaModelNotAllowed",
+    "ReclaimPlanned", "PreemptionPlanned",  # admitted with a plan (docs/reclaim.md)
     "UnknownPriorityClass",
     "FractionOutOfRange", "FractionMemoryBelowFloor", "FractionMemoryUnknown", "FractionSharersExceeded",
     "FractionModelNotAllowed", "PerGpuNotEvaluated",

@@ -209,6 +209,22 @@ def _fmt_subject(w) -> str:
     return " ".join(parts)
 
 
+def render_plan(plan) -> list[str]:
+    """The plan's lines for `--explain`: kind and what it frees, then each victim with its action, pods and reason."""
+    if plan is None:
+        return []
+    from lang.quantity import format_milli
+
+    out = [f"  plan    {plan.kind} for {plan.workload} ({plan.quota}): frees {format_milli(plan.freed)} GPUs"
+           + (f", lands on {', '.join(f'{n} x{k}' for n, k in plan.nodes)}" if plan.nodes else "")
+           + ("" if plan.placed else " (placement not evaluated)")]
+    for v in plan.victims:
+        pods = ", ".join(f"{p.name}@{p.node or '-'}" for p in v.pods)
+        out.append(f"    {v.action:<7} {v.kind} {v.namespace}/{v.name} uid={v.uid or '-'}: {format_milli(v.gpus)} GPUs [{pods}]; {v.reason}")
+    out.append(f"    rules: {', '.join(plan.rules)}")
+    return out
+
+
 def render_explain(request: dict, w, decision, trace, policy_set, notes=()) -> str:
     """The human trace: request, subject, each block's steps with their source line, the outcome."""
     from policy.admission import headline
@@ -244,6 +260,7 @@ def render_explain(request: dict, w, decision, trace, policy_set, notes=()) -> s
         out.append(f"  warning {wtext}")
     for key, value in decision.audit.items():
         out.append(f"  audit   {key}: {value}")
+    out.extend(render_plan(decision.plan))
     unsent = "" if decision.allowed else "  (not sent: denied)"
     for op in decision.patch:
         value = f" {json.dumps(op['value'])}" if "value" in op else ""

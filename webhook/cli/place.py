@@ -249,4 +249,17 @@ def _judge(objs, snapshot, name, topologies, args, policy, texts, index_of, defa
     }
     out["level_from"] = level_from  # flags | manifest | policy | none
     out["decided_by"] = decided_by
+    if policy is not None and not result.fits:  # what would make room: the engine's reclaim or preemption plan
+        out["plan"] = _plan(objs, snapshot, policy, args.now)
     return out
+
+
+def _plan(objs, snapshot, policy, now: float) -> dict | None:
+    """The plan the policy set's engine would admit the workload with (offline: nothing reserved or pledged), else None."""
+    from policy.admission import wrap_manifest
+    from policy.engine import Engine
+
+    gpu_pods = [o for o in objs if o.get("kind") == "Pod"] or objs
+    request = wrap_manifest(gpu_pods[0], user="allot-place", groups=[], operation="CREATE")["request"]
+    decision = Engine(policy).decide(request, snapshot, now, reserve=False)
+    return decision.plan.to_json() if decision.plan is not None else None

@@ -75,6 +75,7 @@ class DecisionLog:
         failure: str | None = None,
         request: dict | None = None,
         placement=None,
+        plan=None,
         digest: str | None = None,
         ledger_attempts: int = 0,
         peer: str | None = None,
@@ -104,6 +105,8 @@ class DecisionLog:
         if placement is not None:  # where a gang was placed (and reserved, unless dry run)
             line["placement"] = {"topology": placement.topology, "level": placement.level, "value": placement.value,
                                  "reservation": placement.reservation}
+        if plan is not None:  # the workloads a reclaim or preemption plan evicts or suspends (docs/reclaim.md)
+            line["plan"] = plan.to_json()
         if failure:
             line["failure"] = failure
         if self.requests and request is not None:

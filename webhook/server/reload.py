@@ -91,7 +91,7 @@ def _digest(sources: list[tuple[str, str]]) -> str:
 def _count_blocks(policy_set) -> int:
     return sum(
         len(getattr(policy_set, name, ()))
-        for name in ("gpus", "topologies", "priorities", "quotas", "fractions", "gangs", "agents", "rules")
+        for name in ("gpus", "topologies", "priorities", "cohorts", "quotas", "fractions", "gangs", "agents", "rules")
     )
 
 

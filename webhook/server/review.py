@@ -192,6 +192,7 @@ def account(review: Review, decision: Decision, *, endpoint: str, state, now: fl
         peer=review.peer,
         request=review.raw,
         placement=decision.placement,
+        plan=decision.plan,
     )
 
 
