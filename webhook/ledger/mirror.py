@@ -36,6 +36,14 @@ class Mirror:
         renewal that records a slice's pods as holds and shrinks the slice by as much, or
         only moves its expiry, leaves queued decisions valid. An unchanged hold that expired
         is dropped by the local ledger's own clock.)
+
+        The net is taken over what the other replicas *charge* as written, seen sums and
+        holds of pods the snapshot shows included: those pods may have appeared after a
+        queued decision was made (while the slice that covered them still counted), so a
+        write that spends a slice into a seen sum and adds holds beside it did grow for that
+        decision, though the local count only traded the slice for the pods. Measured on the
+        kit: not counting them let a decision queued before the other replica's write land
+        one GPU over the quota (docs/ledger.md, the killed-replica open point).
         """
         ledger = self.holds
         snapshot = self.state.snapshot
@@ -60,10 +68,11 @@ class Mirror:
             local = f"{key}@{shard.name}" if slice_key else key
             per = self.remote.get(local)
             prev = per.get(shard.name) if per is not None else None
-            # Counted here before: not expired meanwhile, and not a pod the snapshot shows (it carries its charge).
-            counts = slice_key or snapshot.pod(*key.partition("/")[::2]) is None
-            if prev is not None and prev[1] > now and counts:
-                _tally(net, prev[0], -1)
+            before = old.get(key)
+            if _charged(before, self.replica, now):
+                _tally(net, before[1], -1)
+            if _charged(entry, self.replica, now):
+                _tally(net, entry[1], +1)
             if (entry is None or entry[2] == self.replica or entry[0] <= now or not entry[1]  # (a want holds nothing)
                     or admitted.shown_by(key, pods_rv)):  # pods this replica's snapshot shows: they carry their charge
                 if prev is not None:
@@ -72,8 +81,6 @@ class Mirror:
                 continue
             # The expiry too: a slice renewed at the same size must live on here, not end at its first expiry.
             held = (tuple(tuple(h) for h in entry[1]), entry[0])
-            if counts:
-                _tally(net, held[0], +1)
             if prev != held:
                 self.remote.setdefault(local, {})[shard.name] = held
                 if local.startswith(admitted.PREFIX):
@@ -303,7 +310,12 @@ def _well_formed(entry: Any) -> bool:
                and (h[3] is None or isinstance(h[3], str)) for h in entry[1])
 
 
-def _tally(net: dict, holds: tuple, sign: int) -> None:
+def _charged(entry: list | None, me: str, now: float) -> bool:
+    """Whether a shard entry is another replica's live charge (a want holds nothing)."""
+    return entry is not None and entry[2] != me and entry[0] > now and bool(entry[1])
+
+
+def _tally(net: dict, holds, sign: int) -> None:
     """Add `sign` x `holds` to `net`, by (quota id, model)."""
     for qid, milli, memory, model, model_milli in holds:
         m = net.setdefault((qid, model), [0, 0, 0])

@@ -507,3 +507,30 @@ def test_a_replica_whose_view_is_stale_admits_nothing_from_it_not_even_inside_it
     from webhook.server import review as rv
 
     asyncio.run(scenario())
+
+
+def test_a_write_that_spends_a_slice_into_a_seen_sum_and_adds_holds_makes_earlier_decisions_stale(policy_dir):
+    """Another replica's slice covered pods that appeared here after a decision was queued; its next write turns the slice
+    into a seen sum (not counted here: the pods are) and adds holds beside it. The decision counted the slice only, so
+    the write grew for it and must send it back (on the kit, missing this landed a pod one GPU over the quota)."""
+
+    async def scenario():
+        state = plain_replica(policy_dir, "http://127.0.0.1:9")  # never called: the shard is loaded by hand
+        ledger = state.ledger
+        kinds = state.cluster.kinds.setdefault("Pod", {})
+        kinds.update(resource_version="40", added_rv=None)
+        exp = time.time() + 30.0
+        slice_ = {f"{ESCROW_PREFIX}other": [exp, [["quota team-a", 4000, 0, None, 4000]], "other", None]}
+        shard = ledger.shards.setdefault(SHARD, ledger._new_shard(SHARD))
+        ledger._load(shard, {"metadata": {"resourceVersion": "50"}, "data": {"holds": orjson.dumps(slice_).decode()}})
+        queued = ledger.generation  # a decision made now counts the other replica's 4-GPU slice
+        for i in range(4):  # the pods admitted inside that slice appear in this replica's snapshot
+            state.snapshot.apply("ADDED", {**pod(f"in-slice-{i}", gpus=1), "metadata": {
+                "name": f"in-slice-{i}", "namespace": "team-a", "resourceVersion": str(51 + i)}})
+        kinds.update(resource_version="54", added_rv=54)
+        spent = {f"{SUMS_PREFIX}other/seen-54": [exp, [["quota team-a", 4000, 0, None, 4000]], "other", None],
+                 **{f"team-a/beyond-{i}": [exp, [["quota team-a", 1000, 0, None, 1000]], "other", None] for i in range(4)}}
+        ledger._load(shard, {"metadata": {"resourceVersion": "60"}, "data": {"holds": orjson.dumps(spent).decode()}})
+        assert ledger.generation > queued and shard.read_at > queued  # the queued decision is decided again
+
+    asyncio.run(scenario())
