@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import kit
 
@@ -68,12 +69,15 @@ class RoundRobin:
         """Deal new connections to `ports` only, and close the open ones (the API server keeps its connections)."""
         self.ports = ports
 
-        def close_all():
+        async def close_all():
             for w in list(self.open):
                 w.close()
             self.open.clear()
 
-        self.loop.call_soon_threadsafe(close_all)
+        asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(10)
+        # The API server notices a closed idle connection on its own read loop, not at once: a request
+        # sent in between is written on the dead one ("write: broken pipe", never retried for a POST).
+        time.sleep(1.0)
 
     def stop(self) -> None:
         """Close the listener and every piped connection, then the loop."""
