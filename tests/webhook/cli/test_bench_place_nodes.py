@@ -28,8 +28,9 @@ def test_bench_place_times_every_node_change_its_undoing_and_deletes_and_adds(ca
     # the fixed-work loop is timed once before every pooled event, never before a heartbeat
     floor = out["machine_floor"]
     assert floor["runs"] == out["event_node_runs"] and 0 < floor["p50_ms"] <= floor["p99_ms"]
-    assert floor["tail_ratio"] == round(floor["p99_ms"] / floor["p50_ms"], 2) or abs(
-        floor["tail_ratio"] - floor["p99_ms"] / floor["p50_ms"]) < 0.05
+    # the ratio is taken before the figures are rounded to 0.1 µs: allow that rounding's error, no more
+    slack = floor["p99_ms"] / floor["p50_ms"] * (0.00005 / floor["p50_ms"] + 0.00005 / floor["p99_ms"]) + 0.005
+    assert abs(floor["tail_ratio"] - floor["p99_ms"] / floor["p50_ms"]) <= slack
 
 
 def test_bench_place_table_prints_the_node_event_line(capsys):
