@@ -14,10 +14,9 @@ from the start of the simulation. Pure: times are the trace's.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from policy.budget.calendar import civil_from_days, days_from_civil, parse_time
 
-STAMP = "%Y-%m-%dT%H:%M:%SZ"
-ORIGIN = datetime(2000, 1, 1, tzinfo=timezone.utc)  # trace time 0 when the starting cluster's pods carry no creationTimestamp
+ORIGIN = days_from_civil(2000, 1, 1) * 86400  # trace time 0 (UTC seconds) when the starting cluster's pods carry no creationTimestamp
 GPU_HOUR = 1000 * 3600  # milli-GPU-seconds in one GPU-hour
 
 
@@ -26,7 +25,8 @@ class Preemption:
 
     def __init__(self, quota_specs=(), pods=()):
         self.names = {s.id: s.name for s in quota_specs}
-        self.origin = max((t for t in map(_parse, pods) if t is not None), default=ORIGIN)
+        stamps = (parse_time((p.get("metadata") or {}).get("creationTimestamp")) for p in pods)
+        self.origin = max((ms // 1000 for ms in stamps if ms is not None), default=ORIGIN)  # UTC seconds
         self.start = 0.0  # the trace time `origin` stands for (the run's first event)
         self.bound_at: dict[str, float] = {}  # pod key -> when its current run was bound
         self.plans: dict[str, int] = {}  # plan kind -> plans carried out
@@ -40,7 +40,9 @@ class Preemption:
 
         After the starting cluster's newest pod, in whole seconds as Kubernetes writes it.
         """
-        return (self.origin + timedelta(seconds=int(now - self.start))).strftime(STAMP)
+        days, secs = divmod(self.origin + int(now - self.start), 86400)
+        y, m, d = civil_from_days(days)
+        return f"{y:04d}-{m:02d}-{d:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}Z"
 
     def bound(self, key: str, oid: int, now: float) -> None:
         """A pod was bound at `now` (its run starts; a re-queued victim that lands again is counted)."""
@@ -111,10 +113,3 @@ def _hours(milli_s: int) -> str:
     whole, rest = divmod(milli_s, GPU_HOUR)
     return str(whole) if not rest else f"{milli_s / GPU_HOUR:.2f}"
 
-
-def _parse(pod) -> datetime | None:
-    stamp = (pod.get("metadata") or {}).get("creationTimestamp")
-    try:
-        return datetime.strptime(stamp, STAMP).replace(tzinfo=timezone.utc) if type(stamp) is str else None
-    except ValueError:
-        return None

@@ -7,7 +7,8 @@ placement index follow its events), or never created when no node takes it (its 
 hold released). Denied and unplaceable pods are dropped, or resubmitted every
 `retry` seconds until `deadline` seconds after they first arrived. A bound pod leaves
 after its `duration` (its run keeps its length however long it waited) or at a trace
-departure. Time is the trace's; nothing reads a clock.
+departure. An admitted reclaim or preemption plan is carried out before the bind, its victims
+re-queued (policy/simulate/preempt.py). Time is the trace's; nothing reads a clock.
 """
 
 from __future__ import annotations

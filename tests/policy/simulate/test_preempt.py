@@ -5,18 +5,7 @@ import json
 from policy.simulate.report import build_report, render_text
 from tests.policy.simulate.sim_builders import arrive, gpu_node, simulate
 
-LEND = """
-quota team-a {
-  for namespace == "team-a"
-  cohort research
-  gpus 4
-}
-quota team-b {
-  for namespace == "team-b"
-  cohort research
-  gpus 4
-}
-"""
+LEND = "".join(f'quota team-{t} {{\n  for namespace == "team-{t}"\n  cohort research\n  gpus 4\n}}\n' for t in "ab")  # 4 + 4 in one cohort
 # One 8-GPU node: team-b runs its nominal 4 (b1) and borrows team-a's idle 4 (b2, admitted later, so the one reclaimed).
 # At 3600 team-a asks its nominal 4 back: b2 is evicted after 3600 s of work on 4 GPUs (4 GPU-hours lost), re-queued, denied
 # (team-b is at its nominal, nothing left to borrow) until a1 leaves at 5400, then bound again and run in full.
