@@ -109,6 +109,21 @@ class VictimBook:
         self.by_quota: dict[int, dict[tuple, Unit]] = {}
         self._pods: dict[str, tuple[tuple, str, tuple]] = {}  # ledger pod key -> (unit key, index key, charges)
         self.pledged: dict[tuple, float] = {}  # unit key -> until when an admitted plan's victim counts as going
+        self.by_node: dict[str, dict[tuple, Unit]] = {}  # node -> the units with a bound pod there (a domain's candidates)
+        self._ordered: dict[int, list[Unit]] = {}  # quota index -> its units in victim order, until one of them changes
+        self.search = "ordered"  # or "plain": every candidate built and ordered per request (the baseline bench reclaim times)
+
+    def ordered(self, qi: int) -> list[Unit]:
+        """Quota `qi`'s units by (lowest priority, newest first, key): the victim order within a quota but for GPUs wasted."""
+        units = self._ordered.get(qi)
+        if units is None:
+            units = self._ordered[qi] = sorted(self.by_quota.get(qi, {}).values(), key=lambda u: (*u.facts()[:2], u.key))
+        return units
+
+    def _changed(self, unit: Unit, charges: tuple) -> None:
+        unit._facts = unit._nodes = None
+        for qi in (*unit.milli, *(c[0] for c in charges)):  # its facts moved in every quota's order it is in
+            self._ordered.pop(qi, None)
 
     def add(self, key: str, pod: Mapping, w, charges: tuple) -> None:
         """File a live pod charged `charges` (the ledger's tuples) under its workload."""
@@ -134,10 +149,12 @@ class VictimBook:
         unit.priority[ikey] = priority if type(priority) is int else 0
         created = meta.get("creationTimestamp")
         unit.admitted[ikey] = created if type(created) is str else ""
-        unit._facts = unit._nodes = None
         for qi, m, *_ in charges:
             unit.milli[qi] = unit.milli.get(qi, 0) + m
             self.by_quota.setdefault(qi, {})[ukey] = unit
+        self._changed(unit, charges)
+        if type(node) is str and node:
+            self.by_node.setdefault(node, {})[ukey] = unit
         self._pods[key] = (ukey, ikey, charges)
 
     def remove(self, key: str) -> None:
@@ -149,8 +166,14 @@ class VictimBook:
         unit = self.units.get(ukey)
         if unit is None:
             return
-        unit.pods.pop(ikey, None)
-        unit._facts = unit._nodes = None
+        pod = unit.pods.pop(ikey, None)
+        self._changed(unit, charges)
+        node = pod[3] if pod is not None else None
+        if node is not None and not any(p[3] == node for p in unit.pods.values()):
+            on = self.by_node.get(node, {})
+            on.pop(ukey, None)
+            if not on:
+                self.by_node.pop(node, None)
         unit.priority.pop(ikey, None)
         unit.admitted.pop(ikey, None)
         for qi, m, *_ in charges:

@@ -51,7 +51,7 @@ def choose(candidates: list[Candidate], *, used: list[int], nominal: list[int], 
     keeps them out between calls); `keep` are those to put back first. When the request must land
     in one domain (`domains(c)`: the domains a candidate's pods free GPUs in — its nodes for a single
     pod, the required level's values for a gang), victims are sought domain by domain, in the order
-    of each domain's most preferred candidate (at most `RETRIES` domains), so GPUs freed elsewhere
+    of each domain's most preferred candidate, then its name (at most `RETRIES` domains), so GPUs freed elsewhere
     never count. Otherwise candidates are taken in order; when that never lands, each of the first
     `RETRIES` is tried first in turn.
     """
@@ -62,8 +62,8 @@ def choose(candidates: list[Candidate], *, used: list[int], nominal: list[int], 
             for d in domains(item[1]):
                 by_domain.setdefault(d, []).append(item)
         # the domains of the most preferred candidates first, without sorting every candidate
-        best = heapq.nsmallest(RETRIES, by_domain.values(), key=lambda items: min(k for k, _c in items))
-        for items in best:
+        best = heapq.nsmallest(RETRIES, by_domain.items(), key=lambda kv: (min(k for k, _c in kv[1]), kv[0]))  # ties: by name
+        for _d, items in best:
             items.sort(key=lambda item: item[0])
             chosen = _greedy([c for _k, c in items], used, nominal, quota_fits, lands)
             if chosen is not None:

@@ -22,8 +22,10 @@ from policy.blocks.gang import gang_request_of
 from policy.placement.index import FLAT
 from policy.reclaim.contention import Contention  # noqa: F401 - re-exported for the quota check's callers
 from policy.reclaim.plan import Plan, Victim, VictimPod
+from policy.reclaim.ordered import Givers, choose_ordered
 from policy.reclaim.search import Candidate, choose
 
+_NONE_MAY = "no workload may give way (no other quota borrows"
 PLAN_TTL = 120.0  # seconds the victims of an admitted plan count as going (not chosen again, their GPUs counted free)
 
 
@@ -87,30 +89,23 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
     needs = [(e.spec.index, e.requested) for e in entries if e.kind != "reclaim"]
     my_share = max((tree.share(qi, usage, req) for qi, req in needs), default=0)
     priority = w.priority if w.priority is not None else 0
-    candidates: list[Candidate] = []
-    seen = {u.key for u in pledged}
+    takes: dict[int, tuple[int, str]] = {}  # quotas whose borrowers may give way: share, why (first met first)
     for r in mine:
         for qi in range(tree.quotas):
-            if qi in mine or not tree.same_tree(qi, r) or used[qi] <= nominal[qi]:
+            if qi in takes or qi in mine or not tree.same_tree(qi, r) or used[qi] <= nominal[qi]:
                 continue
             share = tree.share(qi, usage)
             if kind != "reclaim" and share <= my_share:
                 continue  # a borrower at or above its fair share cannot make another give way
             why = f"{specs[qi].name} borrows {format_milli(used[qi] - nominal[qi])} beyond its nominal {format_milli(nominal[qi])}"
-            why += f" (share {share})" if tree.root(qi) in tree.fair else ""
-            for u in book.by_quota.get(qi, {}).values():
-                if u.key in seen or (kind == "preempt" and u.facts()[0] >= priority) or (len(u.milli) > 1 and mine & u.milli.keys()):
-                    continue
-                seen.add(u.key)
-                candidates.append(Candidate(u, True, share, why))
-        if kind == "preempt":
-            for u in book.by_quota.get(r, {}).values():
-                if u.key not in seen and u.lowest_priority() < priority:
-                    seen.add(u.key)
-                    cls = w.priority_class or "its class"
-                    candidates.append(Candidate(u, False, 0, f"priority {u.lowest_priority()} < {priority} ({cls}) in quota {specs[r].name}"))
-    if not candidates:
-        return None, "no workload may give way (no other quota borrows" + (", none of lower priority" if kind == "preempt" else "") + ")"
+            takes[qi] = (share, why + (f" (share {share})" if tree.root(qi) in tree.fair else ""))
+    cls = w.priority_class or "its class"
+    givers = Givers(book, mine=mine, takes=takes, preempt=kind == "preempt", priority=priority, seen={u.key for u in pledged},
+                    own_reason=lambda u, r: f"priority {u.lowest_priority()} < {priority} ({cls}) in quota {specs[r].name}")
+    plain = book.search == "plain"
+    candidates = givers.all() if plain else None
+    if plain and not candidates:
+        return None, _NONE_MAY + (", none of lower priority" if kind == "preempt" else "") + ")"
 
     def quota_fits(after: list[int]) -> bool:
         return all(after[qi] + req <= nominal[qi] + tree.borrowable(qi, after) for qi, req in needs)
@@ -127,17 +122,24 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
             whatif.restore(k for c in keep for k in c.unit.pods)
             whatif.drop(k for c in drop for k in c.unit.pods)
             return whatif.fits(request) if ask else False
-    domains = _domains_of(index, request) if whatif is not None else None
+    domains, domain = _domains_of(index, request, book) if whatif is not None else (None, None)
     try:
-        chosen = choose(candidates, used=used, nominal=nominal, quota_fits=quota_fits, lands=lands if whatif else None, need=need,
-                        domains=domains)
+        if plain:
+            chosen = choose(candidates, used=used, nominal=nominal, quota_fits=quota_fits, lands=lands if whatif else None, need=need,
+                            domains=domains)
+        else:
+            chosen, some = choose_ordered(givers, used=used, nominal=nominal, quota_fits=quota_fits, lands=lands if whatif else None,
+                                          need=need, domain=domain, domains=domains)
+            if not some:
+                return None, _NONE_MAY + (", none of lower priority" if kind == "preempt" else "") + ")"
         if chosen is not None and whatif is not None:
             last[0] = whatif.place(request)  # with exactly the chosen victims out: where it lands
     finally:
         if whatif is not None:
             whatif.restore_all()
     if chosen is None:
-        return None, f"{len(candidates)} workload(s) could give way, but the request would not fit" + (" and land" if whatif else "") + " with all of them gone"
+        count = len(candidates) if plain else len(givers.all())
+        return None, f"{count} workload(s) could give way, but the request would not fit" + (" and land" if whatif else "") + " with all of them gone"
     victims = tuple(_victim(ctx, c, specs) for c in chosen)
     spec = next(e.spec for e in entries if e.kind == kind)
     rules = [spec.id] + sorted({specs[qi].id for c in chosen for qi in c.unit.milli} - {spec.id})
@@ -148,9 +150,15 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
     return Plan(kind, spec.id, workload, victims, sum(v.gpus for v in victims), tuple(rules), nodes, whatif is not None), ""
 
 
-def _domains_of(index, request):
-    """The domains a candidate frees GPUs in, when the request must land in one: its nodes (one pod), its level's values (a gang)."""
+def _domains_of(index, request, book):
+    """(the domains a candidate frees GPUs in, the units holding GPUs in a domain) when the request must land in one, else Nones.
+
+    A domain is a node for one pod, a value of the required level for a gang.
+    """
     from policy.placement.request import gang_size
+
+    def on(nodes):
+        return [u for n in nodes for u in book.by_node.get(n, {}).values()]
 
     label = None
     if request.required is not None:
@@ -158,12 +166,12 @@ def _domains_of(index, request):
         levels = dict(zip(tree.level_names, tree.labels)) if tree is not None else {}
         label = levels.get(request.required)
         if label is None:
-            return None
+            return None, None
     elif gang_size(request)[0] != 1:
-        return None  # several pods anywhere: no single domain to free
+        return None, None  # several pods anywhere: no single domain to free
     else:
-        return lambda c: c.unit.nodes()  # one pod lands on one node
-    nodes, memo = index.nodes, {}
+        return (lambda c: c.unit.nodes()), (lambda d: on((d,)))  # one pod lands on one node
+    nodes, memo, members = index.nodes, {}, {}
 
     def domains(c) -> frozenset:
         key = c.unit.key
@@ -180,7 +188,15 @@ def _domains_of(index, request):
             hit = memo[key] = frozenset(out)
         return hit
 
-    return domains
+    def domain(d) -> list:
+        if not members:  # the nodes of each value, once per request
+            for name, state in nodes.items():
+                value = state.spec.labels.get(label) if state.spec is not None else None
+                if value is not None:
+                    members.setdefault(value, []).append(name)
+        return on(members.get(d, ()))
+
+    return domains, domain
 
 
 def _pledged(book, now: float) -> list:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from policy.simulate.preempt import render as render_preemption
 from policy.simulate.run import SAMPLE_FIELDS, Result
 from policy.simulate.saturate import allocation_at
 
@@ -98,6 +99,7 @@ def build_report(result: Result, inputs: Mapping, quota_specs=()) -> dict:
         "quota": quota,
         "timeline": {"fields": list(SAMPLE_FIELDS), "rows": [[round(s[0], 3), *s[1:]] for s in samples]},
         "quota_timeline": {"ids": list(r.quota_ids), "rows": [list(q) for q in r.quota_samples]},
+        "preemption": r.preemption,
     }
 
 
@@ -240,6 +242,7 @@ def render_text(rep: dict) -> str:
         for q in rep["quota"]:
             lines.append(f"           {q['name']:<15} {_gpus(q['nominal_milli']):>7}  {_gpus(q['borrow_limit_milli']) if q['borrow_limit_milli'] is not None else 'any':>6}"
                          f"  {_gpus(q['peak_used_milli']):>9}  {_gpus(q['mean_used_milli']):>9}  {_gpus(q['peak_borrowed_milli']):>13}")
+    lines += render_preemption(rep.get("preemption"))
     skipped = inp.get("skipped") or 0
     if skipped:
         lines.append(f"skipped    {skipped} trace record(s): {inp.get('skipped_first')}")

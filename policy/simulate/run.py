@@ -7,7 +7,8 @@ placement index follow its events), or never created when no node takes it (its 
 hold released). Denied and unplaceable pods are dropped, or resubmitted every
 `retry` seconds until `deadline` seconds after they first arrived. A bound pod leaves
 after its `duration` (its run keeps its length however long it waited) or at a trace
-departure. Time is the trace's; nothing reads a clock.
+departure. An admitted reclaim or preemption plan is carried out before the bind, its victims
+re-queued (policy/simulate/preempt.py). Time is the trace's; nothing reads a clock.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from policy.subject.demand import pod_demand
 from policy.placement import PlacementIndex
 from policy.placement.devices import FULL
 from policy.placement.query import demand_of
+from policy.simulate.preempt import Preemption
 from policy.simulate.resources import NodeSelection, ResourceError, node_allocatable, pod_requests
 from policy.simulate.scheduler import Scheduler, pod_request
 from policy.simulate.scored import ScoredScheduler
@@ -41,6 +43,7 @@ class Options:
     deadline: float = 3600.0  # seconds after its first arrival a resubmitted pod is given up
     samples: int = 120
     seed: int = 0  # the artifact's models: the seeded node order ties go by, and `random`'s draws
+    preempt: bool = True  # carry out admitted reclaim/preemption plans (policy/simulate/preempt.py); False: evict nothing
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Result:
     span: float = 0.0
     start: float = 0.0
     end: float = 0.0
+    preemption: dict | None = None  # policy/simulate/preempt.py Preemption.report()
 
 
 SAMPLE_FIELDS = ("t", "arrived_gpu", "demand_gpu", "allocated_gpu", "frag_device", "frag_node", "frag_starved",
@@ -119,6 +123,7 @@ class Simulation:
                 self._running[pod_key(pod)] = (node, req, pod, -1, req.gpu_milli)
         engine.warm(snapshot)
         self.quota = engine.state_for(snapshot).quota
+        self.preempt = Preemption(self.quota.specs, snapshot.pods())
 
     def _request(self, pod):
         cpu, mem = pod_requests(pod)
@@ -188,6 +193,7 @@ class Simulation:
         end = max(max((e.at + (e.duration or 0)) for e in objects) if objects else start,
                   max((e.at for e in events if isinstance(e, Departure)), default=start))
         res.start, res.end = start, end
+        self.preempt.start = start
         n_samples = max(1, opts.samples)
         step_t = (end - start) / n_samples if end > start else 0.0
         step_d = saturate_target / n_samples if saturate_target else None
@@ -231,7 +237,7 @@ class Simulation:
                 else:
                     key, token = ref
                     entry = self._running.get(key)
-                    if entry is not None and entry[3] == token:
+                    if entry is not None and entry[2]["metadata"]["uid"] == token:  # this run's end (a preempted run's end is not)
                         demand_live -= entry[4]
                         self._remove(key)
             else:
@@ -249,12 +255,22 @@ class Simulation:
                 else:
                     gpu = None
                 bound = self._attempt(arrival, oid, attempt, t, out, res)
+                for victim, held in self.preempt.drain():  # a plan's victims, evicted: their objects arrive again now
+                    demand_live -= held
+                    if victim < 0:
+                        continue  # the starting cluster's: no object to re-queue
+                    demand_live += self._gpu_demand(victim, objects[victim].obj)
+                    first_at[victim] = t  # re-queued: its deadline counts from now
+                    waiting[victim] = res.outcomes[victim].attempts
+                    res.outcomes[victim].final = "preempted"
+                    heapq.heappush(heap, (t, _ARRIVE, seq, victim, waiting[victim]))
+                    seq += 1
                 if bound is not None:
                     node, req = bound
                     if attempt:
                         out.waited = t - first_at[oid]
                     if arrival.duration is not None:
-                        heapq.heappush(heap, (t + arrival.duration, _DEPART, seq, (out.key, oid), None))
+                        heapq.heappush(heap, (t + arrival.duration, _DEPART, seq, (out.key, self._running[out.key][2]["metadata"]["uid"]), None))
                         seq += 1
                 elif out.final in ("denied", "unplaceable"):
                     if retry is not None and t + retry <= first_at[oid] + deadline:
@@ -283,6 +299,7 @@ class Simulation:
             sample(last_t)
         res.span = last_t - start
         res.attempts = sum(o.attempts for o in res.outcomes)
+        res.preemption = self.preempt.report()
         if progress is not None:
             progress(total, total)
         return res
@@ -361,6 +378,8 @@ class Simulation:
             out.final, out.codes, out.blocks, out.message = "denied", ("Invalid",), (), f"the API server refuses the object: {exc}"
             res.denied_attempts["Invalid"] = res.denied_attempts.get("Invalid", 0) + 1
             return None
+        if decision.plan is not None and self.options.preempt:  # the victims go before it is bound
+            self.preempt.carry_out(decision.plan, now, res.start, self._running, self._remove, self.quota.book)
         node, code, message = self.scheduler.place(req)
         if node is None:
             # Never created: drop the quota hold its admission took (the snapshot would have, on seeing the pod).
@@ -368,10 +387,12 @@ class Simulation:
             out.final, out.codes, out.blocks, out.message = "unplaceable", (code,), (), message
             res.unplaceable_attempts[code] = res.unplaceable_attempts.get(code, 0) + 1
             return None
-        bound = {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": {"phase": "Running"}}
+        bound = {**pod, "metadata": {**pod["metadata"], "creationTimestamp": self.preempt.stamp(now)},
+                 "spec": {**pod["spec"], "nodeName": node}, "status": {"phase": "Running"}}
         # The scheduler binds at once, so the pod appears bound: one snapshot event instead of Pending, then bound.
         snap.apply("ADDED", bound)
         self.scheduler.bind(node, req, key)
         self._running[key] = (node, req, bound, oid, req.gpu_milli)
+        self.preempt.bound(key, oid, now)
         out.final, out.codes, out.blocks, out.node, out.message = "bound", (), (), node, ""
         return node, req

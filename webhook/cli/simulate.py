@@ -2,7 +2,7 @@
 
     allot simulate [--policy DIR]… [--cluster FILE] [--trace FILE] [--scheduler S]
                    [--retry N --deadline S] [--saturate X [--method allot|artifact] [--seed N | --seeds A-B]] [--against DIR]…
-                   [--json] [--plot DIR] [--html FILE] [--progress] [--samples N]
+                   [--no-preempt] [--json] [--plot DIR] [--html FILE] [--progress] [--samples N]
 
 Without --trace it runs the embedded example (webhook/data/simulate/). The simulation
 itself is pure (policy/simulate/); this module reads the files and prints.
@@ -40,6 +40,7 @@ def add_arguments(parser) -> None:
                         help="how --saturate draws pods: allot (default: shuffled, then with replacement, until X) or artifact "
                              "(the FGD paper simulator's: the whole trace shuffled, then tuned up or down to X)")
     parser.add_argument("--against", action="append", metavar="DIR", help="a second policy set over the same trace: both side by side, with the decisions that differ")
+    parser.add_argument("--no-preempt", action="store_true", help="evict nothing: admitted reclaim/preemption plans are not carried out (as under reclaim audit)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--plot", metavar="DIR", help="write PNG charts into DIR (needs matplotlib: pip install 'allot[sim]')")
     parser.add_argument("--html", metavar="FILE", help="write one self-contained HTML page with the charts and tables")
@@ -142,7 +143,7 @@ def simulate_once(policy_set, label: str, args, trace, progress, seed: int | Non
     snapshot = load_cluster(args.cluster)
     engine = Engine(policy_set)
     deadline = args.deadline if args.deadline is not None else 3600.0
-    sim = Simulation(engine, snapshot, Options(args.scheduler, args.retry, deadline, args.samples, seed), workload=trace.arrivals)
+    sim = Simulation(engine, snapshot, Options(args.scheduler, args.retry, deadline, args.samples, seed, not args.no_preempt), workload=trace.arrivals)
     events, target = trace.events, None
     if args.saturate is not None:
         if not sim.scheduler.gpu_total:
@@ -160,7 +161,7 @@ def simulate_once(policy_set, label: str, args, trace, progress, seed: int | Non
         "policy": label, "trace": trace.name, "trace_format": trace.fmt, "cluster": args._names.get(args.cluster, args.cluster),
         "scheduler": args.scheduler, "retry": args.retry, "deadline": deadline if args.retry else None,
         "saturate": args.saturate, "seed": seed if args.saturate is not None or args.scheduler in ARTIFACT_MODELS else None,
-        "method": args.method if args.saturate is not None else None,
+        "method": args.method if args.saturate is not None else None, "preempt": not args.no_preempt,
         "skipped": len(trace.skipped), "skipped_first": f"{trace.skipped[0][0]}: {trace.skipped[0][1]}" if trace.skipped else None,
     }
     return build_report(result, inputs, sim.quota.specs), result
