@@ -109,6 +109,7 @@ class VictimBook:
         self.by_quota: dict[int, dict[tuple, Unit]] = {}
         self._pods: dict[str, tuple[tuple, str, tuple]] = {}  # ledger pod key -> (unit key, index key, charges)
         self.pledged: dict[tuple, float] = {}  # unit key -> until when an admitted plan's victim counts as going
+        self.excluded: set[tuple] = set()  # unit keys never chosen: a controller's replan after a PDB forbade them (webhook/reclaim)
 
     def add(self, key: str, pod: Mapping, w, charges: tuple) -> None:
         """File a live pod charged `charges` (the ledger's tuples) under its workload."""

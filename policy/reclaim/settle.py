@@ -88,7 +88,7 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
     my_share = max((tree.share(qi, usage, req) for qi, req in needs), default=0)
     priority = w.priority if w.priority is not None else 0
     candidates: list[Candidate] = []
-    seen = {u.key for u in pledged}
+    seen = {u.key for u in pledged} | book.excluded  # (excluded: a PDB forbade them when a plan was carried out)
     for r in mine:
         for qi in range(tree.quotas):
             if qi in mine or not tree.same_tree(qi, r) or used[qi] <= nominal[qi]:
