@@ -30,7 +30,7 @@ class Retry(Exception):
 def annotations(record, victim: dict) -> dict:
     """What every victim carries: who reclaimed it (the requesting workload and its quota, the plan) and why."""
     plan = record.plan
-    by = f"{plan.get('workload')} (quota {plan.get('quota')}, {plan.get('kind')})"
+    by = f"{plan.get('workload')} ({plan.get('quota')}, {plan.get('kind')})"  # (the quota as its id: `quota team-a`)
     return {BY: by, WHY: str(victim.get("reason") or ""), PLAN: record.name}
 
 
@@ -105,7 +105,7 @@ async def _event(kube: Kube, record, index: int, victim: dict, identity: str, no
     api_version = RESOURCES.get(kind, ("v1",))[0] if kind != "PodGroup" else "scheduling.k8s.io/v1alpha2"
     stamp = micro_time(now)
     what = "suspended" if victim.get("action") == "suspend" else "evicted"
-    message = (f"{what} by allot for {plan.get('workload')} (quota {plan.get('quota')}): {victim.get('reason')}; "
+    message = (f"{what} by allot for {plan.get('workload')} ({plan.get('quota')}, {plan.get('kind')}): {victim.get('reason')}; "
                f"plan {record.name}")
     body = {
         "apiVersion": "v1", "kind": "Event",

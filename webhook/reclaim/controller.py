@@ -101,7 +101,7 @@ class ReclaimController:
                 self.wake.clear()
                 try:
                     await asyncio.wait_for(self.wake.wait(), min(self.poll, self.retry))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             await self.elector.release()

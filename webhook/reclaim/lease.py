@@ -24,7 +24,7 @@ LEASE_NAME = "allot-reclaim"
 
 def micro_time(now: float) -> str:
     """A Kubernetes MicroTime (RFC 3339 with microseconds, UTC)."""
-    return datetime.datetime.fromtimestamp(now, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -56,7 +56,7 @@ class LeaderElector:
     def _spec(self, lease: dict | None, acquire: bool) -> dict:
         spec = dict((lease or {}).get("spec") or {})
         stamp = micro_time(self.wall())
-        spec.update(holderIdentity=self.identity, leaseDurationSeconds=int(round(self.duration)), renewTime=stamp)
+        spec.update(holderIdentity=self.identity, leaseDurationSeconds=round(self.duration), renewTime=stamp)
         if acquire:
             spec["acquireTime"] = stamp
         return spec
