@@ -48,7 +48,8 @@ class ReclaimController:
         self.elector = LeaderElector(self.kube, namespace, name or identity(), duration=lease_seconds,
                                      renew_deadline=lease_seconds * 2 / 3)
         self.retry = max(0.2, lease_seconds / 7.5)  # client-go's 15 s lease renews every 2 s
-        self.executor = Executor(self.kube, self.store, self.elector, replan=replan, wall=wall)
+        pause = float(os.environ.get("ALLOT_RECLAIM_STEP_PAUSE") or 0)  # testing only: a window between steps
+        self.executor = Executor(self.kube, self.store, self.elector, replan=replan, wall=wall, pause=pause)
         self.wake = asyncio.Event()
         self.recorded = 0
         self.failed_records = 0

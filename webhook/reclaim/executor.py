@@ -15,6 +15,7 @@ acted on again, so no victim is evicted twice across a leader change.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -32,8 +33,9 @@ SETTLED = ("done", "gone", "unavailable")
 class Executor:
     """Carries plan records out while `elector` leads; `replan(record, excluded)` gives (plan dict or None, why)."""
 
-    def __init__(self, kube: Kube, store: PlanStore, elector, *, replan=None, wall=time.time) -> None:
+    def __init__(self, kube: Kube, store: PlanStore, elector, *, replan=None, wall=time.time, pause: float = 0.0) -> None:
         self.kube, self.store, self.elector, self.replan, self.wall = kube, store, elector, replan, wall
+        self.pause = pause  # seconds between steps (ALLOT_RECLAIM_STEP_PAUSE: the e2e kills a leader there, mid-plan)
         self.evicted: list[tuple] = []  # (namespace, name, uid) of every pod this replica evicted (metrics, tests)
         self.suspended: list[tuple] = []  # (kind, namespace, name) this replica suspended
 
@@ -76,6 +78,8 @@ class Executor:
                     self.suspended.append((victim.get("kind"), victim.get("namespace"), victim.get("name")))
                 record = await self._settle(record, i, {"state": state, "by": self.elector.identity,
                                                         "epoch": self.elector.transitions, "at": self.wall(), "note": note})
+                if self.pause:
+                    await asyncio.sleep(self.pause)
             blocked = [i for i, s in enumerate(record.steps) if s.get("state") == "unavailable" and not s.get("replanned")]
             if not blocked:
                 return await self._finish(record, "done", _summary(record))
