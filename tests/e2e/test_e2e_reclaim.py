@@ -271,6 +271,7 @@ def test_a_critical_pod_preempts_the_newest_batch_pod_of_its_own_quota(world):
     for name in ("batch-1", "batch-2"):
         kube.create(pod(name, ns, "crit", run))
         bound(kube, ns, name)
+        time.sleep(1.1)  # creationTimestamps have whole seconds: "most recently admitted" needs them apart
     before = pods_in(kube, ns)
     seconds, record = admit_and_bind(w, "urgent", ns, "crit", cls="rc-critical")
     assert record["plan"]["kind"] == "preempt"
@@ -289,6 +290,7 @@ def test_a_gang_victim_is_evicted_whole(world):
     a, b = f"gang-a-{run}", f"gang-b-{run}"
     kube.create(pod("solo", b, "gang", run))
     bound(kube, b, "solo")
+    time.sleep(1.1)  # (whole-second creationTimestamps: the gang is the more recent)
     for i in range(2):
         kube.create(pod(f"g-{i}", b, "gang", run, gpus=4, labels={"scheduling.x-k8s.io/pod-group": "g"}))
     for i in range(2):
@@ -312,6 +314,7 @@ def test_a_victim_a_pdb_protects_is_passed_over_for_another(world):
     for name in ("b-1", "b-2"):
         kube.create(pod(name, b, "pdb", run, labels={"app": name}))
         bound(kube, b, name)
+        time.sleep(1.1)  # (whole-second creationTimestamps: b-2 is the more recent)
         kube.run("patch", "pod", name, "-n", b, "--subresource=status", "--type=merge", "-p", json.dumps(
             {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}), check=False)
     kube.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-b-2", "namespace": b},
