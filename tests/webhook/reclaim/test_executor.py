@@ -7,6 +7,7 @@ none of a workload within its own quota's nominal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from tests.webhook.reclaim.reclaim_world import (
     NS,
@@ -41,6 +42,21 @@ def check_invariants(double, plan_pods: set[tuple[str, str]], nominal_pods: set[
     assert not set(names) & set(nominal_pods), "evicted a pod within its own quota's nominal"
 
 
+def case(**kw):
+    """(objects, request, the engine's plan): team-a asks 8 within its nominal while team-b borrows 8."""
+    objs, req = world(**kw), ask()
+    return objs, req, plan_for(objs, req)
+
+
+@contextlib.asynccontextmanager
+async def stocked(objs: list[dict]):
+    """The double holding `objs` and the requesting pod; (double, api)."""
+    async with double_api() as (double, api):
+        store(double, objs)
+        requester(double)
+        yield double, api
+
+
 def requester(double) -> None:
     """The requesting pod as the API server stored it after admission (Pending)."""
     double.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": "team-a"}, "spec": {}})
@@ -59,15 +75,11 @@ async def record(c: ReclaimController, uid: str, req: dict, plan) -> None:
 
 
 def test_a_reclaim_plan_is_recorded_at_admission_and_the_leader_evicts_exactly_its_victim():
-    objs = world()
-    req = ask()
-    plan = plan_for(objs, req)
+    objs, req, plan = case()
     assert [(v.kind, v.name, v.action) for v in plan.victims] == [("Pod", "b2", "evict")]  # the most recently admitted
 
     async def scenario():
-        async with double_api() as (double, api):
-            store(double, objs)
-            requester(double)
+        async with stocked(objs) as (double, api):
             c = await controller(api)
             await record(c, "uid-1", req, plan)
             assert await c.step() == 1
@@ -92,9 +104,7 @@ def test_a_job_victim_is_suspended_and_annotated_not_evicted():
     assert [(v.kind, v.name, v.action) for v in plan.victims] == [("Job", "b2", "suspend")]
 
     async def scenario():
-        async with double_api() as (double, api):
-            store(double, objs)
-            requester(double)
+        async with stocked(objs) as (double, api):
             c = await controller(api)
             await record(c, "uid-2", req, plan)
             await c.step()
@@ -119,9 +129,7 @@ def test_a_leader_dead_mid_step_is_finished_by_the_next_without_evicting_anythin
     assert [(v.kind, v.name, len(v.pods)) for v in plan.victims] == [("PodGroup", "g", 2)]
 
     async def scenario():
-        async with double_api() as (double, api):
-            store(double, objs)
-            requester(double)
+        async with stocked(objs) as (double, api):
             first = await controller(api, "first")
             await record(first, "uid-3", req, plan)
             (rec,) = await first.store.open()
@@ -146,14 +154,10 @@ def test_a_leader_dead_mid_step_is_finished_by_the_next_without_evicting_anythin
 
 
 def test_two_replicas_that_both_think_they_lead_never_evict_a_pod_twice():
-    objs = world()
-    req = ask()
-    plan = plan_for(objs, req)
+    objs, req, plan = case()
 
     async def scenario():
-        async with double_api() as (double, api):
-            store(double, objs)
-            requester(double)
+        async with stocked(objs) as (double, api):
             a = await controller(api, "a")
             b = ReclaimController(api, NS, mode="on", name="b")
             b.elector.renewed_at = b.elector.clock()  # a stale belief: b was leader moments ago
@@ -197,9 +201,7 @@ def test_a_victim_a_pdb_protects_is_passed_over_and_the_plan_recomputed_without_
 
 
 def test_when_no_other_victim_lets_it_land_the_plan_fails_with_an_event_on_the_requester():
-    objs = world()
-    req = ask()
-    plan = plan_for(objs, req)
+    objs, req, plan = case()
 
     async def no_plan(rec, excluded):
         return None, "no workload may give way"
@@ -221,9 +223,7 @@ def test_when_no_other_victim_lets_it_land_the_plan_fails_with_an_event_on_the_r
 
 
 def test_a_plan_whose_request_was_never_stored_is_abandoned_and_a_late_one_expires():
-    objs = world()
-    req = ask()
-    plan = plan_for(objs, req)
+    objs, req, plan = case()
     clock = [1000.0]
 
     async def scenario():
@@ -246,14 +246,10 @@ def test_a_plan_whose_request_was_never_stored_is_abandoned_and_a_late_one_expir
 
 
 def test_audit_mode_logs_the_plan_and_writes_nothing(caplog):
-    objs = world()
-    req = ask()
-    plan = plan_for(objs, req)
+    objs, req, plan = case()
 
     async def scenario():
-        async with double_api() as (double, api):
-            store(double, objs)
-            requester(double)
+        async with stocked(objs) as (double, api):
             c = ReclaimController(api, NS, mode="audit", name="r0")
             writes = double.writes
             with caplog.at_level("INFO", logger="allot.reclaim"):
@@ -266,14 +262,10 @@ def test_audit_mode_logs_the_plan_and_writes_nothing(caplog):
 
 
 def test_a_replica_that_does_not_lead_carries_nothing_out():
-    objs = world()
-    req = ask()
-    plan = plan_for(objs, req)
+    objs, req, plan = case()
 
     async def scenario():
-        async with double_api() as (double, api):
-            store(double, objs)
-            requester(double)
+        async with stocked(objs) as (double, api):
             leader = await controller(api, "leader")
             other = ReclaimController(api, NS, mode="on", name="other")
             assert not await other.elector.tick()
