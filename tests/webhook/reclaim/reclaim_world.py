@@ -13,28 +13,14 @@ import contextlib
 from lang import compile_policies
 from policy.engine import Engine
 from tests.policy.builders import gpu_container, meta, node, pod, request, snapshot
+from tests.policy.reclaim.test_plans import TWO_TEAMS
 from webhook.bench.apidouble import ApiDouble, api_client
 from webhook.ledger.apiclient import for_client
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 NS = "allot-system"
 PLURALS = ("pods", "configmaps", "leases", "events", "jobs", "poddisruptionbudgets", "namespaces", "nodes")
-POLICY = '''
-gpu h100 { product "NVIDIA-H100-80GB-HBM3" memory 80Gi }
-priority critical 1000 preempts
-priority batch    100 default
-
-quota team-a {
-  for namespace == "team-a"
-  cohort research
-  gpus 8
-}
-quota team-b {
-  for namespace == "team-b"
-  cohort research
-  gpus 8
-}
-'''
+POLICY = TWO_TEAMS  # team-a and team-b, 8 GPUs nominal each, one cohort (the plan tests' policy)
 
 
 def gpu_node(name: str) -> dict:
