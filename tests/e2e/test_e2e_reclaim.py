@@ -341,6 +341,7 @@ def test_the_leader_killed_mid_plan_leaves_the_rest_to_the_other_replica_and_not
     a, b = f"kill-a-{run}", f"kill-b-{run}"
     kube.create(pod("big", b, "kill", run))
     bound(kube, b, "big")
+    time.sleep(1.1)  # (whole-second creationTimestamps: the small pods are the more recent, their node is freed)
     for i in range(4):
         kube.create(pod(f"small-{i}", b, "kill", run, gpus=2))
         bound(kube, b, f"small-{i}")
