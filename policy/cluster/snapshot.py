@@ -293,6 +293,14 @@ class ClusterSnapshot:
         """The DeviceClass, or None."""
         return self._device_classes.get(name)
 
+    def all_objects(self) -> list[dict]:
+        """Every object held, of every kind (a scratch copy for a what-if decision: webhook/reclaim/replan.py)."""
+        out: list[dict] = []
+        for store in (self._namespaces, self._priority_classes, self._device_classes, self._nodes, self._claims,
+                      self._claim_templates, self._group_objs, self._other, self._pods):
+            out += store.values()
+        return out
+
     def objects(self, kind: str) -> list[dict]:
         """Objects of a kind Allot does not index (e.g. Kueue ClusterQueues), for tools."""
         return [o for (_, k, _, _), o in self._other.items() if k == kind]

@@ -124,6 +124,7 @@ class VictimBook:
         unit._facts = unit._nodes = None
         for qi in (*unit.milli, *(c[0] for c in charges)):  # its facts moved in every quota's order it is in
             self._ordered.pop(qi, None)
+        self.excluded: set[tuple] = set()  # unit keys never chosen: a controller's replan after a PDB forbade them (webhook/reclaim)
 
     def add(self, key: str, pod: Mapping, w, charges: tuple) -> None:
         """File a live pod charged `charges` (the ledger's tuples) under its workload."""

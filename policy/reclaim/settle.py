@@ -100,7 +100,7 @@ def _plan(ctx, kind: str, entries, index, request) -> tuple[Plan | None, str]:
             why = f"{specs[qi].name} borrows {format_milli(used[qi] - nominal[qi])} beyond its nominal {format_milli(nominal[qi])}"
             takes[qi] = (share, why + (f" (share {share})" if tree.root(qi) in tree.fair else ""))
     cls = w.priority_class or "its class"
-    givers = Givers(book, mine=mine, takes=takes, preempt=kind == "preempt", priority=priority, seen={u.key for u in pledged},
+    givers = Givers(book, mine=mine, takes=takes, preempt=kind == "preempt", priority=priority, seen={u.key for u in pledged} | book.excluded,
                     own_reason=lambda u, r: f"priority {u.lowest_priority()} < {priority} ({cls}) in quota {specs[r].name}")
     plain = book.search == "plain"
     candidates = givers.all() if plain else None

@@ -163,7 +163,7 @@ READ = ["get", "list", "watch"]
 
 
 def test_cluster_role_only_reads_what_the_snapshot_watches():
-    rules = find("ClusterRole")["rules"]
+    rules = find("ClusterRole", "allot-snapshot-reader")["rules"]
     assert all(r["verbs"] == READ for r in rules)
     granted = {(g, res) for r in rules for g in r["apiGroups"] for res in r["resources"]}
     assert not any("*" in g or "*" in res for g, res in granted)
@@ -175,16 +175,38 @@ def test_cluster_role_only_reads_what_the_snapshot_watches():
         assert (group, res.plural) in granted, res
 
 
-def test_writes_are_limited_to_the_ledger_in_its_own_namespace():
+def test_writes_are_limited_to_the_ledger_plan_records_and_lease_in_its_own_namespace():
     role = find("Role")
     assert role["metadata"]["namespace"] == "allot-system"
-    for r in role["rules"]:
-        assert r["apiGroups"] == [""] and r["resources"] == ["configmaps"]
-        assert set(r["verbs"]) <= {"get", "list", "watch", "create", "update"}  # no delete: holds are CAS-written
+    granted = {(g, res): set(r["verbs"]) for r in role["rules"] for g in r["apiGroups"] for res in r["resources"]}
+    assert set(granted) == {("", "configmaps"), ("coordination.k8s.io", "leases")}
+    assert granted[("", "configmaps")] <= {"get", "list", "watch", "create", "update"}  # no delete: holds are CAS-written
+    assert granted[("coordination.k8s.io", "leases")] == {"get", "create", "update"}  # the reclaim Lease, CAS-renewed
     args = find("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--ledger") + 1] == role["metadata"]["namespace"]  # the replicas write where they may
-    for binding in ("ClusterRoleBinding", "RoleBinding"):
-        assert find(binding)["subjects"] == [{"kind": "ServiceAccount", "name": "allot", "namespace": "allot-system"}]
+    for binding in ("allot-snapshot-reader", "allot-reclaimer"):
+        assert find("ClusterRoleBinding", binding)["subjects"] == [{"kind": "ServiceAccount", "name": "allot", "namespace": "allot-system"}]
+    assert find("RoleBinding")["subjects"] == [{"kind": "ServiceAccount", "name": "allot", "namespace": "allot-system"}]
+
+
+def test_the_reclaimer_evicts_suspends_annotates_and_records_events_and_deletes_nothing():
+    from webhook.reclaim.kube import RESOURCES  # what the executor patches
+
+    rules = find("ClusterRole", "allot-reclaimer")["rules"]
+    granted = {(g, res): set(r["verbs"]) for r in rules for g in r["apiGroups"] for res in r["resources"]}
+    assert not any("*" in g or "*" in res or "delete" in v or "*" in v for (g, res), v in granted.items())
+    assert granted[("", "pods/eviction")] == {"create"} and granted[("", "events")] == {"create"}
+    assert granted[("", "pods")] == {"patch"}  # the annotations (get comes from the snapshot reader)
+    reader = {(g, res) for r in find("ClusterRole", "allot-snapshot-reader")["rules"] for g in r["apiGroups"] for res in r["resources"]}
+    for kind, (api_version, plural) in RESOURCES.items():
+        group = api_version.rpartition("/")[0]
+        assert "patch" in granted[(group, plural)], kind  # suspended (or, a Pod, annotated)
+        assert "get" in granted[(group, plural)] or (group, plural) in reader, kind  # read before it is patched
+    assert find("ClusterRoleBinding", "allot-reclaimer")["roleRef"]["name"] == "allot-reclaimer"
+    args = CONTAINER["args"]
+    assert args[args.index("--reclaim") + 1] == "on"
+    env = {e["name"]: e for e in CONTAINER["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"  # its identity in the Lease
 
 
 # ---- image and drift ---------------------------------------------------------------------------

@@ -6,8 +6,9 @@ replica uses: list (with `labelSelector`), watch (`?watch=true` from a
 resourceVersion, filtered by `labelSelector`, 410 when it is older than the kept
 history), get, create (409 AlreadyExists), update and JSON merge patch (RFC 7386;
 409 Conflict when a given `metadata.resourceVersion` is not the stored one, as the API
-server treats it as a precondition) and delete. Plurals outside `plurals` answer 404, as an API server does
-for a CRD that is not installed.
+server treats it as a precondition) and delete, and `pods/NAME/eviction` (policy/v1 Eviction: 404 gone, 409
+on a uid precondition, 429 when a PodDisruptionBudget matching the pod allows no disruption, `dryRun`).
+Plurals outside `plurals` answer 404, as an API server does for a CRD that is not installed.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class ApiDouble:
         self._bytes = 0  # of the kept watch lines
         self.conflicts = 0  # 409s answered, for tests and benches
         self.writes = 0
+        self.evictions: list[tuple[str, str, str]] = []  # (namespace, name, uid) of every eviction that removed a pod
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -117,6 +119,8 @@ class ApiDouble:
         ns = None
         if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
             ns, rest = rest[1], rest[2:]
+        if len(rest) == 3 and rest[0] == "pods" and rest[2] == "eviction" and "pods" in self.plurals:
+            return "pods/eviction", ns, rest[1]
         if not rest or len(rest) > 2 or rest[0] not in self.plurals:
             return None
         return rest[0], ns, rest[1] if len(rest) == 2 else None
@@ -129,6 +133,8 @@ class ApiDouble:
         if route is None:
             return _status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
         plural, ns, name = route
+        if plural == "pods/eviction":
+            return await self._evict(request, ns or "", name)
         if request.method == "GET" and name is None:
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, plural, ns)
@@ -190,6 +196,32 @@ class ApiDouble:
         merged["metadata"]["uid"] = current["metadata"].get("uid")
         self.writes += 1
         return self._json(self.put(plural, merged))
+
+    async def _evict(self, request: web.Request, ns: str, name: str) -> web.Response:
+        """POST pods/NAME/eviction as the API server answers it (a PDB allowing no disruption: 429)."""
+        if request.method != "POST":
+            return _status(405, "MethodNotAllowed", "eviction is create-only")
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _status(400, "BadRequest", "body is not JSON")
+        pod = self.objects.get(("pods", ns, name))
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{name}" not found')
+        want = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        if want is not None and want != pod["metadata"].get("uid"):
+            self.conflicts += 1
+            return _status(409, "Conflict", f"Precondition failed: UID in precondition: {want}, UID in object meta: "
+                                            f"{pod['metadata'].get('uid')}")
+        labels = pod["metadata"].get("labels") or {}
+        for pdb in self.items("poddisruptionbudgets", ns):
+            match = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            if all(labels.get(k) == v for k, v in match.items()) and ((pdb.get("status") or {}).get("disruptionsAllowed") or 0) <= 0:
+                return _status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.")
+        if request.query.get("dryRun") != "All":
+            self.evictions.append((ns, name, pod["metadata"].get("uid") or ""))
+            self.remove("pods", ns, name)
+        return self._json({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}, 201)
 
     @staticmethod
     def _json(obj: dict, status: int = 200) -> web.Response:

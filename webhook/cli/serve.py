@@ -50,6 +50,14 @@ def add_arguments(parser) -> None:
                           "ledger) for the peer channel, so a request only another replica's slice denies is decided "
                           "by that replica with no API write; replicas must share --tls-cert/--tls-key (in a Pod: "
                           "$(POD_IP); docs/escrow.md, The peer channel)")
+    beh.add_argument("--reclaim", choices=("off", "audit", "on"), default="off",
+                     help="carry out admitted reclaim and preemption plans (docs/reclaim.md): 'on' records each plan and "
+                          "the replica holding the Lease evicts or suspends its victims; 'audit' logs plans and evicts "
+                          "nothing (default off; needs --kubeconfig or in-cluster)")
+    beh.add_argument("--reclaim-namespace", metavar="NAMESPACE",
+                     help="where plan records and the reclaim Lease live (default: the --ledger namespace, else allot-system)")
+    beh.add_argument("--reclaim-lease", type=float, default=15.0, metavar="S",
+                     help="seconds a reclaim leader's Lease lasts unrenewed (default 15; renewed every S/7.5)")
     beh.add_argument("--mode", choices=("audit", "warn"), help="override every block's mode, for safe rollouts")
     beh.add_argument("--decision-log", metavar="FILE", default="-", help="JSON lines, one per decision ('-' stdout, 'off' none)")
     beh.add_argument("--log-requests", action="store_true", help="include each AdmissionReview request in its log line (replayable)")
@@ -89,6 +97,12 @@ def options_from(args, decision_log):
         except ValueError:
             raise UsageError(f"--peer-address {args.peer_address}: give the IP address other replicas reach this one at "
                              "(in a Pod: $(POD_IP) from the downward API)") from None
+    if args.reclaim != "off" and args.cluster:
+        raise UsageError(f"--reclaim {args.reclaim}: plans are carried out through the Kubernetes API; give --kubeconfig or in-cluster")
+    if args.reclaim_namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.reclaim_namespace):
+        raise UsageError(f"--reclaim-namespace {args.reclaim_namespace}: give a namespace name")
+    if not (1 <= args.reclaim_lease <= 3600):  # (refuses nan too)
+        raise UsageError(f"--reclaim-lease {args.reclaim_lease}: give 1 to 3600 seconds")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
     if args.max_body is not None and args.max_body < 1:
@@ -103,6 +117,7 @@ def options_from(args, decision_log):
         reload_interval=args.reload_interval, tls_interval=args.reload_interval, decision_log=decision_log,
         log_requests=args.log_requests, max_body=args.max_body or DEFAULT_MAX_BODY, ledger=args.ledger,
         ledger_escrow=escrow, reuse_port=args.reuse_port or args.workers > 1, peer_address=args.peer_address,
+        reclaim=args.reclaim, reclaim_namespace=args.reclaim_namespace, reclaim_lease=args.reclaim_lease,
     )
 
 

@@ -166,7 +166,8 @@ class AsyncApi:
             self.session, self.loop = self._new_session(), loop
         return self.session, False
 
-    async def request(self, method: str, path: str, body: dict | None, timeout: tuple[float, float]) -> dict:
+    async def request(self, method: str, path: str, body: dict | None, timeout: tuple[float, float],
+                      content_type: str = "application/json") -> dict:
         """The decoded JSON answer of `method path`; ApiError outside 2xx, aiohttp / timeout errors (status-less) as raised."""
         import aiohttp
 
@@ -174,7 +175,7 @@ class AsyncApi:
         limits = aiohttp.ClientTimeout(total=None, sock_connect=timeout[0], sock_read=timeout[1])
         headers = dict(self.headers)
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type  # (a merge patch names its own: webhook/reclaim)
         for attempt in range(2):
             auth = await self._authorization(stale=attempt > 0)
             if auth:

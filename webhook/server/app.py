@@ -157,6 +157,8 @@ def _admission_handler(mutate: bool, executor) -> Callable[[web.Request], Awaita
                 decision, doc, cause, review.attempts = await state.ledger.commit_decision(
                     review, decision, doc, cause, mutate=mutate, state=state, budget_end=end, redo=redo, fail=fail,
                 )
+            if decision.plan is not None and state.reclaim is not None and decision.allowed and not mutate and not review.dry_run:
+                await state.reclaim.admitted(review.uid, review.raw, decision.plan)  # recorded before "allowed" leaves (webhook/reclaim)
             seconds = time.perf_counter() - start
             # Metrics and the log line are not part of the answer: they run on the loop's next
             # turn, after the response is written, while the API server reads it (~25 us that

@@ -59,6 +59,9 @@ class ServeOptions:
     ledger_escrow: bool = True  # slices kept and returned on demand (webhook/ledger/escrow.py); False: a write per admission
     extra_sans: tuple[str, ...] = field(default=())
     peer_address: str | None = None  # the peer channel's listener (a port of its own on this address); None: no channel
+    reclaim: str = "off"  # off | audit (plans logged) | on (plans recorded, the Lease holder carries them out): webhook/reclaim
+    reclaim_namespace: str | None = None  # where plan records and the Lease live; None: the --ledger namespace, else allot-system
+    reclaim_lease: float = 15.0  # leaseDurationSeconds of the reclaim Lease
 
 
 @dataclass
@@ -128,6 +131,8 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
     sources_of_state = [bool(o.cluster), bool(o.kubeconfig), o.in_cluster]
     if sum(sources_of_state) != 1:
         raise StartError("give exactly one of --cluster FILE, --kubeconfig FILE or --in-cluster")
+    if o.reclaim != "off" and o.cluster:
+        raise StartError("--reclaim carries plans out through the Kubernetes API: it needs --kubeconfig or --in-cluster")
     if o.ledger and o.cluster:
         raise StartError("--ledger shares holds through the Kubernetes API: it needs --kubeconfig or --in-cluster")
     if o.self_signed == bool(o.tls_cert or o.tls_key):
@@ -163,6 +168,8 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
             from webhook.meter.service import start_meter
 
             start_meter(state, api, o.ledger, tasks)
+        if o.reclaim != "off":
+            tasks.append(_reclaim(state, api, o))
     ca_path = None
     if o.self_signed:
         cert, key, ca_path = self_signed(o.certs_dir, o.host, o.extra_sans)
@@ -175,6 +182,23 @@ def prepare(o: ServeOptions) -> tuple[State, list, tls.ReloadingTLS, str | None]
     tasks.append(lambda: reloading.watch(o.tls_interval))
     warm_engine(state.engine, state.snapshot)
     return state, tasks, reloading, ca_path
+
+
+def _reclaim(state: State, api, o: ServeOptions):
+    """The reclaim controller (webhook/reclaim) on the server's state; its background task."""
+    import time
+
+    from webhook.ledger.apiclient import for_client
+    from webhook.reclaim import ReclaimController, replanner
+
+    client = for_client(api)
+    if client is None:
+        raise StartError("--reclaim needs a direct connection to the API server (no proxy, no custom retries or sockets)")
+    namespace = o.reclaim_namespace or o.ledger or "allot-system"
+    state.reclaim = ReclaimController(client, namespace, mode=o.reclaim, replan=replanner(state, time.time),
+                                      lease_seconds=o.reclaim_lease)
+    log.info("reclaim %s: plan records and Lease in namespace %s", o.reclaim, namespace)
+    return state.reclaim.run
 
 
 async def start(o: ServeOptions) -> Running:

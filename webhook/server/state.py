@@ -122,6 +122,7 @@ class State:
         self.engine = None
         self.snapshot = snapshot
         self.ledger: Any = None  # webhook/ledger ClusterLedger when holds are shared through the API; only its face is called (webhook/ledger/face.py)
+        self.reclaim: Any = None  # webhook/reclaim ReclaimController with --reclaim on|audit: records admitted plans, the leader carries them out
         self.meter: Any = None  # webhook/meter MeterService when budgets are metered through the API; rebound on every swap
         if engine is not None:
             self.swap_engine(engine, PolicyStatus(generation=1, source="(given)"))
@@ -180,6 +181,7 @@ class State:
             "digest": self.policy.digest,
             "decisions": self.gate.detail(),  # updates waiting on a decision thread: a hung one shows here
             "ledger": None if self.ledger is None else self.ledger.detail(),
+            "reclaim": None if self.reclaim is None else self.reclaim.detail(),
         }
         return not problems, detail
 
