@@ -209,6 +209,8 @@ def _peer_handler(executor) -> Callable[[web.Request], Awaitable[web.Response]]:
         mutate = endpoint == "mutate"
         decision, doc, cause = await _decide(review, mutate=mutate, state=state, now=now, budget=budget, executor=executor)
         admitted, reply = ledger.answer_peer(review, decision, doc, cause)
+        if admitted and decision.plan is not None and state.reclaim is not None and not mutate and not review.dry_run:
+            await state.reclaim.admitted(review.uid, review.raw, decision.plan)  # the asker gets the doc, not the plan: recorded here
         loop = asyncio.get_running_loop()
         logged = decision if admitted else dataclasses.replace(decision, allowed=False)  # what the asker was told: no
         loop.call_soon(_account, review, logged, "peer", state, now, time.perf_counter() - start,
