@@ -25,8 +25,8 @@ from webhook.meter.service import MeterService
 NS = "allot-system"
 
 
-class _SetClock(ServerClock):
-    """The API server's time, set by the bench."""
+class SetClock(ServerClock):
+    """The API server's time, set by the caller (the bench, the meter's tests)."""
 
     def __init__(self, t: int) -> None:
         super().__init__()
@@ -39,7 +39,7 @@ class _SetClock(ServerClock):
 def _replica(url: str, policy_text: str, pods: list[dict], name: str, t: int) -> MeterService:
     policy, _ = lang.compile_policies([("bench.policy", policy_text)])
     state = types.SimpleNamespace(engine=Engine(policy), snapshot=ClusterSnapshot.from_objects(pods), gate=None)
-    clock = _SetClock(t)
+    clock = SetClock(t)
     return MeterService(state, NS, dated_api(api_client(url), clock), clock, identity=name)
 
 

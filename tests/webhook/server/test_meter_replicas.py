@@ -19,6 +19,7 @@ from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from tests.policy.builders import gpu_container, node, pod
 from webhook.bench.apidouble import ApiDouble, api_client
+from webhook.bench.budget_writes import SetClock
 from webhook.meter import store
 from webhook.meter.api import dated_api
 from webhook.meter.clock import ServerClock
@@ -31,15 +32,7 @@ S = 1000  # ms
 POLICY = 'budget research {\n  for namespace == "research"\n  gpu_hours 1000\n  period month\n}\n'
 
 
-class SetClock(ServerClock):
-    """The API server's time as the test sets it (the offset machinery is tested on its own below)."""
-
-    def __init__(self, t: int) -> None:
-        super().__init__()
-        self.t = t
-
-    def now_ms(self) -> int:
-        return self.t
+# SetClock: the API server's time as the test sets it (the offset machinery is tested on its own below).
 
 
 def running(name: str, gpus: str) -> dict:
