@@ -21,6 +21,8 @@ from policy.cluster.ledger import pod_key
 from policy.cluster.snapshot import is_live
 
 _EMPTY: dict = {}
+_ENDED = frozenset(("Succeeded", "Failed"))  # phases of a pod that holds nothing (policy.cluster.snapshot.is_live)
+MEMO_KEPT = 65_536  # remembered (namespace, GPUs, model) -> charges; cleared when full
 RECENT_KEPT = 4096  # rate changes kept per budget for `accrued` (older ones are folded: see `_prune`)
 
 
@@ -70,8 +72,8 @@ class BudgetMeter:
         self.start = [0] * n
         self.end = [0] * n  # 0: no period opened yet
         self.previous: list[tuple[str, int] | None] = [None] * n  # (key, used) of the period before
-        self.recent: list[deque] = [deque() for _ in specs]  # (t_ms, delta milli-GPU), oldest first
-        self.pods: dict[str, tuple[tuple[tuple[int, int], ...], int]] = {}  # pod key -> ((budget, milli), …), bound start
+        self.recent: list[deque] = [deque(maxlen=RECENT_KEPT) for _ in specs]  # (t_ms, delta milli-GPU), oldest first
+        self.pods: dict[str, tuple[tuple[int, int], ...]] = {}  # pod key -> ((budget, milli), …) it accrues to
         self.index_of = {s.name: s.index for s in specs}
         # Per namespace, the budgets that can match there (every unkeyed one, then its own): one dict hit per event.
         self.unkeyed = tuple((s.index, s.model, s.selector) for s in specs if s.namespace is None)
@@ -80,6 +82,11 @@ class BudgetMeter:
             if s.namespace is not None:
                 keyed.setdefault(s.namespace, []).append((s.index, s.model, s.selector))
         self.by_namespace = {ns: self.unkeyed + tuple(own) for ns, own in keyed.items()}
+        # Where no candidate budget has a selector, the charges follow from (namespace, GPUs, model) alone:
+        # remembered, so a pod event is one dict hit instead of a loop (the tail of `allot bench budget`).
+        self.selector_free = {ns for ns, cands in self.by_namespace.items() if all(sel is None for _, _, sel in cands)}
+        self.unkeyed_free = all(sel is None for _, _, sel in self.unkeyed)
+        self.memo: dict[tuple, tuple] = {}
         self.clock: Callable[[], int] | None = None  # UTC ms of a watch event: the webhook sets the API server's clock
         self.last_ms = 0  # the latest time the meter was told; events use it when no clock is set
 
@@ -103,9 +110,17 @@ class BudgetMeter:
         gpus = w.total_gpus
         if gpus <= 0:
             return ()
-        model = w.gpu_model
-        return tuple((i, gpus) for i, m, sel in self.by_namespace.get(w.namespace, self.unkeyed)
-                     if (m is None or m == model) and (sel is None or sel(w)))
+        model, ns = w.gpu_model, w.namespace
+        found = self.memo.get((ns, gpus, model))  # it holds only what no selector decides
+        if found is not None:
+            return found
+        found = tuple((i, gpus) for i, m, sel in self.by_namespace.get(ns, self.unkeyed)
+                      if (m is None or m == model) and (sel is None or sel(w)))
+        if (ns in self.selector_free) if ns in self.by_namespace else self.unkeyed_free:
+            if len(self.memo) >= MEMO_KEPT:
+                self.memo.clear()
+            self.memo[(ns, gpus, model)] = found
+        return found
 
     def attach(self, snapshot, t_ms: int) -> None:
         """Charge every bound pod of `snapshot` from its start (within the period), then follow its events at the clock's time."""
@@ -121,7 +136,7 @@ class BudgetMeter:
             charges = self.charges_for(self.to_workload(pod))
             if charges:
                 start = bound_start(pod, t_ms)
-                self.pods[pod_key(pod)] = (charges, start)
+                self.pods[pod_key(pod)] = charges
                 resident.extend((start, i, milli) for i, milli in charges)
         for start, i, milli in sorted(resident):  # what ran before this replica saw it, as far as the pods tell
             self.rate[i] += milli
@@ -147,32 +162,32 @@ class BudgetMeter:
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"  # policy.cluster.ledger.pod_key, inlined
         prev = self.pods.get(key)
         charges = ()
-        if event != "DELETED" and new is not None and (new.get("spec") or _EMPTY).get("nodeName") and is_live(new):
-            charges = self.charges_for(self.to_workload(new))
-        if prev is not None and prev[0] == charges:
-            return  # a status update: it holds what it held
+        if (event != "DELETED" and new is not None and (new.get("spec") or _EMPTY).get("nodeName")
+                and not meta.get("deletionTimestamp") and (new.get("status") or _EMPTY).get("phase") not in _ENDED):
+            w = self.to_workload(new)  # the test above is is_live(new), inlined
+            charges = self.memo.get((w.namespace, w.total_gpus, w.gpu_model)) or self.charges_for(w)
         if prev is not None:
+            if prev == charges:
+                return  # a status update: it holds what it held
             del self.pods[key]
-            for i, milli in prev[0]:
-                self._change(i, -milli, t_ms)
+            self._change(prev, -1, t_ms)
         if charges:
-            self.pods[key] = (charges, t_ms)
-            for i, milli in charges:
-                self._change(i, milli, t_ms)
+            self.pods[key] = charges
+            self._change(charges, 1, t_ms)
 
-    def _change(self, i: int, delta: int, t_ms: int) -> None:
-        at = self.at[i]
-        if at < t_ms < self.end[i]:  # inlined _advance: the common case, no boundary on the way
-            self.used[i] += self.rate[i] * (t_ms - at)
-            self.at[i] = at = t_ms
-        else:
-            self._advance(i, t_ms)
-            at = self.at[i]
-        self.rate[i] += delta
-        recent = self.recent[i]
-        recent.append((at, delta))
-        if len(recent) > RECENT_KEPT:
-            recent.popleft()
+    def _change(self, charges: tuple[tuple[int, int], ...], sign: int, t_ms: int) -> None:
+        """Start (`sign` 1) or stop (-1) `charges` at `t_ms`: fold each budget's accrual up to then, change its rate."""
+        rate, used, at_of, end, recent = self.rate, self.used, self.at, self.end, self.recent
+        for i, milli in charges:
+            at = at_of[i]
+            if at <= t_ms < end[i]:  # inlined _advance: the common case, no boundary on the way
+                used[i] += rate[i] * (t_ms - at)
+                at_of[i] = at = t_ms
+            else:
+                self._advance(i, t_ms)
+                at = at_of[i]
+            rate[i] += sign * milli
+            recent[i].append((at, sign * milli))  # a bounded deque: the oldest change goes (see `_prune`)
 
     # -- periods --
 

@@ -216,6 +216,7 @@ class Simulation:
 
         while heap:
             t, kind, _s, ref, attempt = heapq.heappop(heap)
+            self.now = t  # the time snapshot subscribers read (policy/simulate/burn.py)
             if step_d is None:
                 while next_sample < t:  # a sample at s shows the state after every event at or before s
                     sample(next_sample)

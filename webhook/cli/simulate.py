@@ -156,6 +156,9 @@ def simulate_once(policy_set, label: str, args, trace, progress, seed: int | Non
                 events = saturate(trace.arrivals, sim.gpu_of, target, seed)
         except ValueError as exc:
             raise UsageError(f"{trace.name}: {exc}") from None
+    from policy.simulate.burn import BurnWatch
+
+    watch = BurnWatch(sim, min((e.at for e in events), default=0.0)) if engine.compiled.budget_specs else None
     result = sim.run(events, progress=progress, saturate_target=target)
     inputs = {
         "policy": label, "trace": trace.name, "trace_format": trace.fmt, "cluster": args._names.get(args.cluster, args.cluster),
@@ -164,7 +167,10 @@ def simulate_once(policy_set, label: str, args, trace, progress, seed: int | Non
         "method": args.method if args.saturate is not None else None, "preempt": not args.no_preempt,
         "skipped": len(trace.skipped), "skipped_first": f"{trace.skipped[0][0]}: {trace.skipped[0][1]}" if trace.skipped else None,
     }
-    return build_report(result, inputs, sim.quota.specs), result
+    report = build_report(result, inputs, sim.quota.specs)
+    if watch is not None:
+        report["budgets"] = watch.rows(result.end)
+    return report, result
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -185,6 +191,7 @@ def run(args) -> int:
     """Simulate, print the summary (or JSON), write charts and HTML on request."""
     import math
 
+    from policy.simulate import burn
     from policy.simulate.report import differences, render_against, render_text
     from policy.simulate.saturate import parse_multiple
     from webhook.cli import UsageError
@@ -251,6 +258,9 @@ def run(args) -> int:
         diff = differences(result, result_b)
         doc = {"a": report, "b": report_b, "differences": diff}
         text = render_against(report, report_b, diff)
+        if "budgets" in report and "budgets" in report_b:
+            doc["budget_moves"] = burn.moves(report["budgets"], report_b["budgets"])
+            text += "\n" + "\n".join(burn.render_moves(doc["budget_moves"]))
     wrote: list[str] = []  # where --plot and --html wrote, said after the report
     if args.plot or args.html:
         from webhook.simulate.charts import charts, html_page
@@ -271,7 +281,9 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(doc, indent=1, sort_keys=True))
     else:
-        print(text if text is not None else render_text(report))
+        if text is None:
+            text = render_text(report) + ("\n" + "\n".join(burn.render(report["budgets"])) if "budgets" in report else "")
+        print(text)
     for line in wrote:  # after the report; with --json on stderr, so stdout stays one JSON document
         print(line, file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -19,6 +19,7 @@ from policy.cluster.snapshot import ClusterSnapshot
 from policy.engine import Engine
 from tests.policy.builders import gpu_container, node, pod
 from webhook.bench.apidouble import ApiDouble, api_client
+from webhook.bench.budget_writes import SetClock
 from webhook.meter import store
 from webhook.meter.api import dated_api
 from webhook.meter.clock import ServerClock
@@ -31,15 +32,7 @@ S = 1000  # ms
 POLICY = 'budget research {\n  for namespace == "research"\n  gpu_hours 1000\n  period month\n}\n'
 
 
-class SetClock(ServerClock):
-    """The API server's time as the test sets it (the offset machinery is tested on its own below)."""
-
-    def __init__(self, t: int) -> None:
-        super().__init__()
-        self.t = t
-
-    def now_ms(self) -> int:
-        return self.t
+# SetClock: the API server's time as the test sets it (the offset machinery is tested on its own below).
 
 
 def running(name: str, gpus: str) -> dict:
@@ -49,8 +42,8 @@ def running(name: str, gpus: str) -> dict:
     return p
 
 
-def replica(url: str, name: str, t: int) -> MeterService:
-    policy, _ = lang.compile_policies([("b.policy", POLICY)])
+def replica(url: str, name: str, t: int, text: str = POLICY) -> MeterService:
+    policy, _ = lang.compile_policies([("b.policy", text)])
     snap = ClusterSnapshot.from_objects([node("n1", gpus="16"), running("a", "8")])
     state = types.SimpleNamespace(engine=Engine(policy), snapshot=snap, gate=None)
     clock = SetClock(t)
@@ -161,6 +154,30 @@ def test_a_hand_edit_is_adopted_and_a_deleted_meter_is_written_again_without_a_r
         at((a,), t0 + 20 * S)
         assert await a.tick() == "wrote"
         assert stored_used(double)[1] == 5 * 3_600_000_000 + 8000 * 20 * S
+
+    scenario(body)
+
+
+def test_a_renamed_budget_starts_from_the_pods_running_and_the_old_entry_is_kept_as_written():
+    async def body(double, url):
+        t0 = JUNE + 3600 * S
+        a = replica(url, "a", t0)
+        assert await a.tick() == "wrote"
+        short = running("short", "2")
+        a.state.snapshot.apply("ADDED", short)
+        at((a,), t0 + 5 * S)
+        a.state.snapshot.apply("DELETED", short)  # ran 5 s under the old name only
+        at((a,), t0 + 10 * S)
+        assert await a.tick() == "wrote"
+        old = double.objects[("configmaps", NS, store.NAME)]["data"]["budget.research"]
+        assert orjson.loads(old)["used_mgpu_ms"] == 8000 * (3600 + 10) * S + 2000 * 5 * S
+        # the policy renames `research` to `lab`; a replica of it takes over once a's lease has run out
+        c = replica(url, "c", t0 + 40 * S, POLICY.replace("budget research", "budget lab"))
+        assert await c.tick() == "wrote"
+        data = double.objects[("configmaps", NS, store.NAME)]["data"]
+        assert data["budget.research"] == old  # kept as written: `allot usage` lists it, a rename of the key carries it over
+        assert orjson.loads(data["budget.lab"])["used_mgpu_ms"] == 8000 * (3600 + 40) * S  # the pod running, from its start
+        assert c.adoptions == {"unknown": 1}
 
     scenario(body)
 
