@@ -5,7 +5,8 @@ runs each record's steps (executor.py, act.py); a victim a PodDisruptionBudget f
 by a replan (replan.py).
 """
 
+from webhook.ledger.apiclient import for_client
 from webhook.reclaim.controller import ReclaimController
 from webhook.reclaim.replan import replanner
 
-__all__ = ["ReclaimController", "replanner"]
+__all__ = ["ReclaimController", "for_client", "replanner"]

@@ -188,8 +188,7 @@ def _reclaim(state: State, api, o: ServeOptions):
     """The reclaim controller (webhook/reclaim) on the server's state; its background task."""
     import time
 
-    from webhook.ledger.apiclient import for_client
-    from webhook.reclaim import ReclaimController, replanner
+    from webhook.reclaim import ReclaimController, for_client, replanner  # the server reaches the ledger only by its face
 
     client = for_client(api)
     if client is None:
