@@ -130,16 +130,24 @@ def score_cuts(total: int) -> list[int]:
 
 def fgd(frag: Fragmentation, access: int, cpu_free: int, lefts: tuple[int, ...], cpu: int, milli: int, gpus: int) -> tuple[int, int]:
     """(score, device for a share or -1): the fragmentation drop's score; a share on the device that scores best (first)."""
+    score, _before, _after, dev = placed(frag, access, cpu_free, lefts, cpu, milli, gpus)
+    return score, dev
+
+
+def placed(frag: Fragmentation, access: int, cpu_free: int, lefts: tuple[int, ...], cpu: int, milli: int,
+           gpus: int) -> tuple[int, int, int, int]:
+    """(score, fragmentation before, after, device for a share or -1) of placing the pod on a node in this state."""
     before = frag.amount(access, cpu_free, lefts)
     after_cpu = cpu_free - cpu
     if gpus == 1 and milli < FULL:
-        best, dev = -1, -1
+        best, low, dev = -1, before, -1
         for i, v in enumerate(lefts):
             if v >= milli:
-                s = frag.score(before, frag.amount(access, after_cpu, lefts[:i] + (v - milli,) + lefts[i + 1:]))
+                amount = frag.amount(access, after_cpu, lefts[:i] + (v - milli,) + lefts[i + 1:])
+                s = frag.score(before, amount)
                 if s > best:
-                    best, dev = s, i
-        return best, dev
+                    best, low, dev = s, amount, i
+        return best, before, low, dev
     if gpus:
         after = list(lefts)
         need = gpus
@@ -148,4 +156,5 @@ def fgd(frag: Fragmentation, access: int, cpu_free: int, lefts: tuple[int, ...],
                 after[i] -= milli
                 need -= 1
         lefts = tuple(after)
-    return frag.score(before, frag.amount(access, after_cpu, lefts)), -1
+    amount = frag.amount(access, after_cpu, lefts)
+    return frag.score(before, amount), before, amount, -1
