@@ -19,11 +19,12 @@ from lang import ir
 from policy.blocks.gang_holds import owned_domain
 from policy.context import Context, where
 from policy.placement.affinity import preferred_patch
+from policy.placement.devices import Demand
 from policy.placement.query import demand_of
 from policy.placement.request import request_for
 
 SMALL = 4000  # milli-GPU: whole-GPU pods up to 4 devices are steered; larger ones are left to the scheduler's own packing
-GUARD = "w.kind == 'Pod' and w.operation == 'CREATE' and w.total_gpus > 0 and w.gang is None and not w.template_paths"
+GUARD = "w.kind == 'Pod' and w.operation == 'CREATE' and w.gang is None and not w.template_paths"
 
 
 def make_check(steers: Sequence[tuple[ir.Steer, Callable | None, str]]) -> Callable[[Context], None]:
@@ -49,9 +50,12 @@ def make_check(steers: Sequence[tuple[ir.Steer, Callable | None, str]]) -> Calla
             ctx.note(block, loc, "the pod's workload holds a gang domain: it goes there, not steered")
             return
         sets = request_for(w).pod_sets
-        demand = demand_of(sets[0], planner.index.gpu_models) if sets else None
-        if demand is None:
+        if not sets:
             return
+        demand = demand_of(sets[0], planner.index.gpu_models)
+        if demand is None:  # a CPU-only pod: steered off the nodes where its cpu would strand GPUs
+            needs = sets[0].needs
+            demand = Demand(cpu=needs.cpu, ram=needs.memory, node_filter=needs.node_filter) if needs is not None else Demand()
         got = ctx.state.steering().steer(demand, s.nodes)
         if not got.choices:
             ctx.note(block, loc, "no node takes the pod now: nothing to steer towards")

@@ -6,12 +6,16 @@ has moved on by a sixteenth of its pods (at least `REFRESH` changes): the mix dr
 and recounting every running pod per decision would cost O(pods). Each node that takes the
 pod now (GPUs per device, cpu, memory, pod slots, its node selection and model) is scored
 as FGD scores it — the drop in that node's fragmentation the placement causes — and the
-best `top` are returned, best first. Pure: no I/O, no clock.
+best `top` are returned, best first. Equal scores are common (the score is a sigmoid cut
+into 100 steps): they go in the order of a hash of the node name, fixed but unrelated to the
+names, as the artifact breaks them at random — by name or by the finer drop, pods of a tie
+pile onto the same few nodes (openb at 1.3x: 94.0 % allocated against 95.0 %). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from zlib import crc32
 
 from policy.placement.devices import FULL, Demand
 from policy.placement.fragment import Fragmentation, Mix, Shape, placed, typical_mix
@@ -77,7 +81,7 @@ class Steering:
         return self._frag, self._pods
 
     def steer(self, demand: Demand, top: int = TOP) -> Steer:
-        """The `top` nodes where `demand` fragments least now (best score, then largest drop, then name)."""
+        """The `top` nodes where `demand` fragments least now: best score; equal scores in a fixed pseudo-random order of names."""
         frag, pods = self.mix()
         own = shape_of(demand)
         if frag is None:  # an empty cluster: the pod's own shape is the only mix there is
@@ -88,11 +92,13 @@ class Steering:
         ranked = []
         for name, state in self.index.nodes.items():
             spec = state.spec
-            if spec is None or not spec.gpus or state.capacity(demand) < 1:
+            if spec is None or not spec.eligible or (demand.model is not None and spec.model != demand.model):
+                continue
+            if (state.capacity(demand) if own.gpus else state.limit(1, demand)) < 1:
                 continue
             lefts = (FULL,) * state.free_whole() + tuple(max(0, FULL - t) for t, _s, _m in (state.shared or {}).values())
             score, before, after, _dev = placed(frag, access, spec.cpu - state.cpu_used, lefts, own.cpu, own.milli, own.gpus)
-            ranked.append((-score, after - before, name, before, after, score))
+            ranked.append((-score, crc32(name.encode()), name, before, after, score))
         ranked.sort()
         best = ranked[:top]
         total = frag.mix.total
