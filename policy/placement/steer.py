@@ -67,6 +67,7 @@ class Steering:
         self._access = 0
         self._read_at = -1
         self._pods = 0
+        self._memo: dict[tuple, tuple[int, int, int]] = {}  # (cpu free, free milli per device, pod shape) -> placed(); per mix
 
     def mix(self) -> tuple[Fragmentation | None, int]:
         """(fragmentation over the live mix, running pods it was read from); None while no pod runs."""
@@ -75,6 +76,7 @@ class Steering:
             demands = [d for _node, d in self.index.bound()]
             self._pods, self._read_at = len(demands), version
             self._frag = None
+            self._memo = {}
             if demands:
                 self._frag = Fragmentation(typical_mix(shape_of(d) for d in demands))
                 self._access = self._frag.access_id([True] * len(self._frag.mix.shapes))
@@ -89,6 +91,7 @@ class Steering:
             access = frag.access_id([True])
         else:
             access = self._access
+        memo = self._memo if frag is self._frag else {}
         ranked = []
         for name, state in self.index.nodes.items():
             spec = state.spec
@@ -97,7 +100,13 @@ class Steering:
             if (state.capacity(demand) if own.gpus else state.limit(1, demand)) < 1:
                 continue
             lefts = (FULL,) * state.free_whole() + tuple(max(0, FULL - t) for t, _s, _m in (state.shared or {}).values())
-            score, before, after, _dev = placed(frag, access, spec.cpu - state.cpu_used, lefts, own.cpu, own.milli, own.gpus)
+            key = (spec.cpu - state.cpu_used, tuple(sorted(lefts)), own)
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = placed(frag, access, key[0], lefts, own.cpu, own.milli, own.gpus)[:3]
+                if len(memo) > 1 << 16:
+                    memo.clear()  # a bound, not an LRU
+            score, before, after = got
             ranked.append((-score, crc32(name.encode()), name, before, after, score))
         ranked.sort()
         best = ranked[:top]
