@@ -6,7 +6,7 @@ node that takes it now (policy/placement/steer.py: FGD's fragmentation drop, on 
 cluster's live mix); the best `nodes` get `preferredDuringSchedulingIgnoredDuringExecution`
 terms, weights 100, 50, 25, …, after any the pod already has. Never a required term: the
 scheduler may still go elsewhere. The first steer block whose `for` matches steers; the
-finding `Steered` (audit: it never denies) names the nodes, weights and scores.
+finding `PlacementSteered` (audit: it never denies) names the nodes, weights and scores.
 `mode audit` records where the pod would be steered (`SteerWouldPrefer`) and patches nothing;
 `mode warn` patches and adds an admission warning.
 """
@@ -71,9 +71,9 @@ def make_check(steers: Sequence[tuple[ir.Steer, Callable | None, str]]) -> Calla
                      "audit", data)
             return
         message = f"{s.name}: preferred node affinity to {parts}; {got.feasible} node(s) take the pod; live mix: {mix}"
-        ctx.find("Steered", block, loc, message, "audit", data)
+        ctx.find("PlacementSteered", block, loc, message, "audit", data)
         if mode == "warn":
-            ctx.find("Steered", block, loc, f"{s.name}: steered to {', '.join(data['nodes'])}", "warn", data)
+            ctx.find("PlacementSteered", block, loc, f"{s.name}: steered to {', '.join(data['nodes'])}", "warn", data)
         if ctx.mutate and w.obj is not None:
             ctx.patch.extend(preferred_patch(w.obj, [(c.node, c.weight) for c in got.choices]))
 

@@ -67,7 +67,7 @@ def test_the_webhook_steers_a_share_and_explains_it():
     d = _decide("steer small { by fragmentation\n nodes 2 }\n", pod("x", None, 1, 50))
     assert d.allowed
     (r,) = d.reasons
-    assert (r.code, r.mode) == ("Steered", "audit") and r.data["nodes"][0] in ("n1", "n3") and len(r.data["nodes"]) == 2
+    assert (r.code, r.mode) == ("PlacementSteered", "audit") and r.data["nodes"][0] in ("n1", "n3") and len(r.data["nodes"]) == 2
     assert "FGD score" in r.message and "fragmentation 250 -> 0 milli-GPU" in r.message
     out = apply_patch(pod("x", None, 1, 50), d.patch)
     terms = out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
