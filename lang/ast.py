@@ -287,7 +287,7 @@ Stmt = Union[Setting, Level, Cond, RequireTopology, Allow, DenyStmt, SetStmt, Mo
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A top-level declaration: `KIND [NAME] { stmts }`; `kind` is gpu/topology/quota/fraction/gang/agents/rule/budget."""
+    """A top-level declaration: `KIND [NAME] { stmts }`; `kind` is gpu/topology/quota/fraction/gang/agents/rule/budget/steer."""
 
     kind: str
     name: Ident | None

@@ -93,7 +93,7 @@ class Builder:
         stmts = tuple(k for k in kids[1:-1] if not isinstance(k, str))
         return ast.Block(kind, name, stmts, self.sp(kids))
 
-    gpu_block = topology_block = cohort_block = quota_block = fraction_block = gang_block = agents_block = rule_block = budget_block = _block
+    gpu_block = topology_block = cohort_block = quota_block = fraction_block = gang_block = agents_block = rule_block = budget_block = steer_block = _block
 
     def priority_decl(self, kids):
         types = [k.type for k in kids]
@@ -161,7 +161,7 @@ class Builder:
         return ast.Setting(key, lit, self.sp(kids), of)
 
     product_stmt = memory_stmt = cohort_stmt = gpus_stmt = gpu_memory_stmt = borrow_stmt = lend_stmt = weight_stmt = parent_stmt = _setting
-    min_stmt = max_stmt = per_gpu_stmt = unplaceable_stmt = mode_stmt = _setting
+    min_stmt = max_stmt = per_gpu_stmt = unplaceable_stmt = mode_stmt = by_stmt = nodes_stmt = _setting
 
     # ---- budget statements (lang/lower_budget.py checks them) ---------------
 
@@ -292,6 +292,8 @@ _SETTING_KEYS = {  # the statement's leading keyword token -> Setting.key
     "PER_GPU": "per_gpu at most",
     "ON": "on unplaceable",
     "MODE": "mode",
+    "BY": "by",
+    "NODES": "nodes",
 }
 
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}

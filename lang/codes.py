@@ -50,6 +50,9 @@ CODES: dict[str, str] = {
     # E0320-: cohort trees, reclaim and preemption (docs/reclaim.md)
     "E0320": "a cohort's `parent` names no cohort",
     "E0321": "a cohort is its own ancestor (a cycle of `parent` lines)",
+    # E0340-: steering (docs/placement.md)
+    "E0340": "unknown steering score (`by fragmentation`)",
+    "E0341": "`nodes` of a steer block is not a whole number from 1 to 10",
     # Wxxxx: warnings (do not fail `allot check`)
     "W0301": "condition is always true",
     "W0302": "cohort has a single member: nothing to borrow or lend",
@@ -65,4 +68,5 @@ CODES: dict[str, str] = {
     "W0322": "a `borrow` larger than the cohort tree can ever lend",
     "W0323": "a `lend` no other quota of the cohort tree may borrow",
     "W0324": "a `weight` on a quota that joins no cohort has no effect",
+    "W0340": "a steer block after one without `for` never steers a pod",
 }

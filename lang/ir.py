@@ -408,7 +408,26 @@ class Budget:
         return f"budget {self.name}"
 
 
-Block = Union[GpuModel, Topology, Priority, Cohort, Quota, Fraction, Gang, Agents, Rule, Budget]
+STEER_BY = ("fragmentation",)  # what a steer block may score nodes by
+
+
+@dataclass(frozen=True, slots=True)
+class Steer:
+    """`steer NAME { for; by fragmentation; nodes N; mode }`: preferred node affinity for small GPU pods towards the nodes they fragment least."""
+
+    name: str
+    selector: Expr | None
+    by: Literal["fragmentation"]
+    nodes: int  # how many nodes a pod is steered towards (1..10), best first
+    mode: Mode
+    span: Span
+
+    @property
+    def id(self) -> str:
+        return f"steer {self.name}"
+
+
+Block = Union[GpuModel, Topology, Priority, Cohort, Quota, Fraction, Gang, Agents, Rule, Budget, Steer]
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,4 +444,5 @@ class PolicySet:
     agents: tuple[Agents, ...] = ()
     rules: tuple[Rule, ...] = ()
     budgets: tuple[Budget, ...] = ()
+    steers: tuple[Steer, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (path, text)

@@ -190,12 +190,13 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     """Check and lower parsed files (any order) into one PolicySet in (path, line) order."""
     from lang.lower_blocks import lower_agents, lower_gang, lower_rule
     from lang.lower_budget import check_overlaps, lower_budget
+    from lang.lower_steer import check_shadowed, lower_steer
 
     diags: list[Diagnostic] = []
     decls = [d for f in sorted(files, key=lambda f: f.path) for d in f.decls]
     low = Lowerer(collect_scope(decls, diags), diags)
     low.scope.unparsed = {u for f in files for u in f.unparsed}
-    out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "cohorts", "quotas", "fractions", "gangs", "agents", "rules", "budgets")}
+    out: dict[str, list] = {k: [] for k in ("gpus", "topologies", "priorities", "cohorts", "quotas", "fractions", "gangs", "agents", "rules", "budgets", "steers")}
     seen: set[tuple[str, str]] = set()
     table = {
         "gpu": ("gpus", low.gpu),
@@ -207,6 +208,7 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
         "gang": ("gangs", lambda b: lower_gang(low, b)),
         "agents": ("agents", lambda b: lower_agents(low, b)),
         "rule": ("rules", lambda b: lower_rule(low, b)),
+        "steer": ("steers", lambda b: lower_steer(low, b)),
     }
     budgets = []
     for d in decls:
@@ -225,6 +227,7 @@ def lower_files(files: list[ast.File]) -> tuple[ir.PolicySet, list[Diagnostic]]:
     tiers = {p.name: p.value for p in out["priorities"]}
     out["budgets"] = [x for x in (lower_budget(low, d, tiers) for d in budgets) if x is not None]
     check_overlaps(out["budgets"], diags)
+    check_shadowed(out["steers"], diags)
     partial = {sp for f in files for sp in f.partial}
     if partial:  # a block read without its bad statement: what it lacks may be that statement (the syntax error says so)
         diags[:] = [d for d in diags if not (d.code == "E0111" and d.span in partial)]

@@ -24,12 +24,12 @@ from lang.parse_errors import describe_unexpected
 from lang.span import Span
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
-_KINDS = "gpu|topology|priority|cohort|quota|fraction|gang|agents|rule|budget"
+_KINDS = "gpu|topology|priority|cohort|quota|fraction|gang|agents|rule|budget|steer"
 # A declaration starts in column 1 with its keyword, or with any word (a misspelt keyword) and a name before `{`.
 _BLOCK_START = re.compile(rf"^(?:(?:{_KINDS})\b|[A-Za-z_][\w-]*(?:[ \t]+[A-Za-z_][\w-]*)?[ \t]*\{{)", re.M)
 _HEAD = re.compile(rf"({_KINDS})\b[ \t]*([A-Za-z_](?:[\w-]*\w)?)?")
 _STATEMENT_ERRORS = ("E0001", "E0002", "E0007")  # errors inside one statement: the block reads on after it
-_TOP_TERMINALS = {"GPU", "TOPOLOGY", "PRIORITY", "QUOTA", "FRACTION", "GANG", "AGENTS", "RULE", "BUDGET"}
+_TOP_TERMINALS = {"GPU", "TOPOLOGY", "PRIORITY", "QUOTA", "FRACTION", "GANG", "AGENTS", "RULE", "BUDGET", "STEER"}
 # A line that a condition continues after: ends in an operator, `,` or `(` (comments aside).
 _CONTINUES = re.compile(r"(?:\b(?:and|or|not|in|matches)|[,(+\-*<>=])[ \t]*(?:#[^\n]*)?$")
 _MAX_ERRORS = 25

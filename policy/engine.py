@@ -51,6 +51,7 @@ class SnapshotState:
         self.compiled = compiled
         self._planner = None
         self._meter = None
+        self._steering = None
         # One normalization per pod event for the quota ledger and the budget meter (the meter clears it after each event).
         self.live = LastWorkload(to_workload) if compiled.budget_specs else to_workload
         self.quota = QuotaLedger(compiled.quota_specs, self.live, compiled.policy.cohorts)
@@ -91,6 +92,18 @@ class SnapshotState:
             self._planner.watch = DomainWatch(self._planner, self.quota.to_workload)
             subscribe_weakly(self.snapshot, self._planner.watch.on_event)
         return self._planner
+
+
+    def steering(self):
+        """Fragmentation steering over the planner's placement index, its live mix cached here (policy/placement/steer.py)."""
+        if self._steering is None:
+            planner = self.planner()
+            if planner is None:
+                return None
+            from policy.placement.steer import Steering
+
+            self._steering = Steering(planner.index)
+        return self._steering
 
 
 class LastWorkload:
@@ -148,7 +161,7 @@ class Engine:
         """Build every index the policy needs for `snapshot` now (call after load or reload), not on a request."""
         state = self.state_for(snapshot)
         policy = self.policy_set
-        if any(g.topology for g in policy.gangs) or any(f.per_gpu is not None for f in policy.fractions) or needs_book(policy):
+        if any(g.topology for g in policy.gangs) or any(f.per_gpu is not None for f in policy.fractions) or needs_book(policy) or policy.steers:
             state.planner()
 
     def adopt(self, previous: "Engine | None", snapshot, now: float) -> list[str]:

@@ -3,7 +3,7 @@
 Each pass reads the `PolicySet` and what earlier passes produced, and adds to the
 `Compiled` result. Nothing here runs per request; `Engine.decide` only calls the
 generated pipeline these passes build, in kind order: agents, priority, fraction,
-quota, budget, gang, rules (identity first, mutations last).
+quota, budget, gang, rules, steer (identity first, mutations last).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from lang import ir
-from policy.blocks import agents, budget, fraction, gang, priority, quota, rules
+from policy.blocks import agents, budget, fraction, gang, priority, quota, rules, steer
 from policy.blocks import models
 from policy.compiler.expr import Levels, compile_condition, compile_expr, compile_template
 from policy.context import where
@@ -61,7 +61,7 @@ class Compiled:
 
 
 def _governing(policy: ir.PolicySet):
-    return (*policy.quotas, *policy.fractions, *policy.gangs, *policy.agents, *policy.rules, *policy.budgets)
+    return (*policy.quotas, *policy.fractions, *policy.gangs, *policy.agents, *policy.rules, *policy.budgets, *policy.steers)
 
 
 def index_declarations(c: Compiled) -> None:
@@ -152,6 +152,13 @@ def compile_rules(c: Compiled) -> None:
         _add(c, "rule", r.selector, check, step=dict(block=r.id, when=r.when, location=where(r.span)))
 
 
+def compile_steers(c: Compiled) -> None:
+    """Steer blocks last, as one check: the first whose `for` matches a pod steers it (policy/blocks/steer.py)."""
+    if c.policy.steers:
+        blocks = [(s, c.cond(s.selector) if s.selector is not None else None, c.modes[s.id]) for s in c.policy.steers]
+        _add(c, "steer", None, steer.make_check(blocks), steer.GUARD)
+
+
 def namespace_key(expr: ir.Expr | None) -> str | None:
     """The namespace a selector requires (`namespace == "x"`, alone or as a conjunct), else None."""
     if isinstance(expr, ir.Compare) and expr.op == "==":
@@ -226,6 +233,7 @@ PASSES: list[tuple[str, Callable[[Compiled], None]]] = [
     ("compile-budgets", compile_budgets),
     ("compile-gangs", compile_gangs),
     ("compile-rules", compile_rules),
+    ("compile-steers", compile_steers),
     ("index-by-namespace", index_by_namespace),
 ]
 

@@ -74,6 +74,35 @@ def affinity_patch(pod: Mapping, label: str, value: str, prefix: str = "/spec", 
     return ops
 
 
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def preferred_patch(pod: Mapping, nodes: Sequence[tuple[str, int]], prefix: str = "/spec") -> list[dict]:
+    """Ops adding one preferred node affinity term per (node name, weight), after any the pod has; nothing required, nothing replaced.
+
+    A term matches the node by `metadata.name` (matchFields), not by a hostname label a node may not carry.
+    """
+    terms = [{"weight": weight, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}}
+             for node, weight in nodes]
+    if not terms:
+        return []
+    spec = _at(pod, prefix) if prefix else pod
+    if not is_map(spec):
+        return [{"op": "add", "path": prefix, "value": {"affinity": {"nodeAffinity": {_PREFERRED: terms}}}}]
+    base = f"{prefix}/affinity"
+    affinity = spec.get("affinity")
+    if not is_map(affinity):
+        return [{"op": "add", "path": base, "value": {"nodeAffinity": {_PREFERRED: terms}}}]
+    node_affinity = affinity.get("nodeAffinity")
+    if not is_map(node_affinity):
+        return [{"op": "add", "path": f"{base}/nodeAffinity", "value": {_PREFERRED: terms}}]
+    have = node_affinity.get(_PREFERRED)
+    path = f"{base}/nodeAffinity/{_PREFERRED}"
+    if not isinstance(have, list):
+        return [{"op": "add" if have is None and _PREFERRED not in node_affinity else "replace", "path": path, "value": terms}]
+    return [{"op": "add", "path": f"{path}/-", "value": t} for t in terms]  # the pod's own preferences stay, with their weights
+
+
 def _copy(exprs: list[dict]) -> list[dict]:
     return [dict(e, values=list(e["values"])) for e in exprs]
 

@@ -683,3 +683,7 @@ class PlacementIndex(Reservations):
         """Pods sharing each shared device of the node (for `per_gpu` checks)."""
         state = self.nodes.get(node)
         return tuple(s for _f, s, _m in state.partial_states()) if state is not None else ()
+
+    def bound(self):
+        """(node, demand) of every live bound pod the index counts (fragmentation steering reads the live mix from them)."""
+        return self._pods.values()

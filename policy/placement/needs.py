@@ -122,6 +122,23 @@ def node_filter(spec: Mapping) -> NodeFilter | None:
     return NodeFilter(pairs, terms)
 
 
+def preferred_terms(spec: Mapping) -> tuple[tuple[int, NodeFilter], ...]:
+    """(weight, filter) of each preferred node-affinity term of a pod spec (a term matching every node selects none, as kube-scheduler's empty term)."""
+    affinity = spec.get("affinity")
+    node_aff = affinity.get("nodeAffinity") if is_map(affinity) else None
+    raw = node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") if is_map(node_aff) else None
+    out = []
+    for t in raw if isinstance(raw, list) else ():
+        pref = t.get("preference") if is_map(t) else None
+        weight = t.get("weight") if is_map(t) else None
+        if not is_map(pref) or type(weight) is not int or not 1 <= weight <= 100:
+            continue  # the API server refuses such a term; never scored
+        exprs, fields = _requirements(pref.get("matchExpressions")), _requirements(pref.get("matchFields"))
+        if exprs or fields:
+            out.append((weight, NodeFilter((), ((exprs, fields),))))
+    return tuple(out)
+
+
 _CPU: dict[str, int] = {}  # quantity text -> value: pods repeat a handful of request strings
 _MEM: dict[str, int] = {}
 

@@ -25,6 +25,8 @@ from policy.placement.devices import FULL
 from policy.placement.query import demand_of
 from policy.simulate.preempt import Preemption
 from policy.simulate.resources import NodeSelection, ResourceError, node_allocatable, pod_requests
+from policy.placement.needs import preferred_terms
+from policy.simulate.default import DefaultScheduler
 from policy.simulate.scheduler import Scheduler, pod_request
 from policy.simulate.scored import ScoredScheduler
 from policy.simulate.scores import ARTIFACT
@@ -113,7 +115,8 @@ class Simulation:
             if options.scheduler == "fgd":  # its typical mix: the trace's pods (the workload before any saturation)
                 self.scheduler.set_workload(self._readable(a.obj for a in workload))
         else:
-            self.scheduler = Scheduler(options.scheduler, self.index, nodes, node_allocatable)
+            kind = DefaultScheduler if options.scheduler == "default" else Scheduler
+            self.scheduler = kind(options.scheduler, self.index, nodes, node_allocatable)
         self._running: dict[str, tuple] = {}  # pod key -> (node, PodRequest, bound pod, object id, gpu milli)
         for pod in list(snapshot.pods()):  # pods the cluster file already runs hold their resources
             node = (pod.get("spec") or {}).get("nodeName")
@@ -128,7 +131,8 @@ class Simulation:
     def _request(self, pod):
         cpu, mem = pod_requests(pod)
         demand = demand_of(pod_demand(pod, self.snapshot), self._models)
-        return pod_request(cpu, mem, demand, NodeSelection(pod))
+        spec = pod.get("spec")
+        return pod_request(cpu, mem, demand, NodeSelection(pod), preferred_terms(spec) if isinstance(spec, dict) else ())
 
     def _readable(self, objs):
         """The PodRequests of the objects the API server would accept (a malformed one is counted when it arrives)."""

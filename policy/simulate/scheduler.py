@@ -27,7 +27,7 @@ from sortedcontainers import SortedList
 from policy.placement.devices import FULL, Demand
 from policy.simulate.resources import NodeAllocatable, NodeSelection
 
-SCHEDULERS = ("spread", "binpack", "least-free-gpu")
+SCHEDULERS = ("spread", "binpack", "least-free-gpu", "default")  # default: policy/simulate/default.py
 GPU_PRODUCT = "nvidia.com/gpu.product"
 # Labels that describe a node's hardware (GFD, node.kubernetes.io/instance-type) join its group's shape; the
 # rest (hostname, rack, zone…) vary per node and would split groups down to single nodes.
@@ -55,14 +55,15 @@ class PodRequest:
     demand: Demand | None  # the placement index's per-device demand; None for CPU-only pods
     selection: NodeSelection
     signature: tuple  # equal signatures, equal feasibility
+    prefer: tuple = ()  # (weight, NodeFilter) of its preferred node-affinity terms (the `default` model scores them)
 
 
-def pod_request(cpu: int, memory: int, demand: Demand | None, selection: NodeSelection) -> PodRequest:
+def pod_request(cpu: int, memory: int, demand: Demand | None, selection: NodeSelection, prefer: tuple = ()) -> PodRequest:
     """A PodRequest; the signature keys the 'does not fit anywhere' cache."""
     sel = None if selection.empty else selection.filter
     gpu = demand.gpu_milli if demand is not None else 0
     d = (demand.whole, demand.milli, demand.memory, demand.model) if demand is not None else None
-    return PodRequest(cpu, memory, gpu, demand, selection, (cpu, memory, d, sel))
+    return PodRequest(cpu, memory, gpu, demand, selection, (cpu, memory, d, sel), prefer)
 
 
 class SimNode:
@@ -217,6 +218,8 @@ class Scheduler:
         group.by_cpu.add(node.ckey)
 
     def _gpu_key(self, g: Group, n: SimNode, free: int):
+        if self.kind == "default":  # kube-scheduler's default NodeResourcesFit scores cpu and memory only
+            return n.cpu_used * g.cap_mem + n.mem_used * g.cap_cpu
         util = n.gpu_used * g.cap_cpu * g.cap_mem + (n.cpu_used * g.cap_mem + n.mem_used * g.cap_cpu) * g.cap_gpu
         if self.kind == "spread":
             return util
@@ -226,7 +229,7 @@ class Scheduler:
 
     def _cpu_key(self, g: Group, n: SimNode):
         util = n.cpu_used * g.cap_mem + n.mem_used * g.cap_cpu
-        return util if self.kind == "spread" else -util
+        return util if self.kind in ("spread", "default") else -util
 
     # ---- choosing a node -----------------------------------------------------------------
     def _why_not(self, node: SimNode, req: PodRequest, group_ok: bool | None = None) -> str | None:
@@ -252,7 +255,7 @@ class Scheduler:
         g = node.group
         num, den = 0, 1
         for used, cap in ((node.cpu_used + req.cpu, g.cap_cpu), (node.mem_used + req.memory, g.cap_mem),
-                          (node.gpu_used + req.gpu_milli, g.cap_gpu if req.demand is not None else 0)):
+                          (node.gpu_used + req.gpu_milli, g.cap_gpu if req.demand is not None and self.kind != "default" else 0)):
             if cap > 0:
                 num, den = num * cap + used * den, den * cap
         return num, den
@@ -268,7 +271,7 @@ class Scheduler:
         x, y = na * db, nb * da
         if x == y:
             return a.i < b.i
-        return x < y if self.kind == "spread" else x > y
+        return x < y if self.kind in ("spread", "default") else x > y
 
     def _group_selects(self, group: Group, sel: NodeSelection) -> bool | None:
         """True/False when the selector only reads labels the whole group shares; None when it must ask each node."""

@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterable, Mapping
 
 from policy.simulate import scores
-from policy.simulate.fragment import Fragmentation, Shape, typical_mix
+from policy.placement.fragment import Fragmentation, Shape, typical_mix
 from policy.simulate.scheduler import SHAPE_LABELS, WHY, PodRequest, move_gauges
 
 FULL = 1000

@@ -12,7 +12,7 @@ exact integer arithmetic (truncated toward zero, as Go's `int64(x)` does):
 - `clustering`: nodes already running pods of the same kind (shared, or k whole GPUs) first,
   then empty nodes, then mixed ones; within each, the fuller node.
 - `fgd`: `int(100·sigmoid(Δ/1000))`, Δ the drop of the node's fragmentation the placement
-  causes (`policy.simulate.fragment`); for a share, on its best device.
+  causes (`policy.placement.fragment`, shared with the webhook's steering); for a share, on its best device.
 - `random` scores nothing: one feasible node at random.
 
 A node is `(cpu_free, lefts)`: free millicores and free milli per device in device order.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policy.simulate.fragment import Fragmentation
+from policy.placement.fragment import fgd  # noqa: F401  (the placement's own FGD score: one piece of code for both)
 
 FULL = 1000
 MAX_CPU, MAX_GPU = 128000, 8000  # the artifact's normalising node (128 cores, 8 GPUs)
@@ -109,26 +109,3 @@ def tightest(lefts: tuple[int, ...], milli: int) -> int:
         if v >= milli and (best < 0 or v < lefts[best]):
             best = i
     return best
-
-
-def fgd(frag: Fragmentation, access: int, cpu_free: int, lefts: tuple[int, ...], cpu: int, milli: int, gpus: int) -> tuple[int, int]:
-    """(score, device for a share or -1): the fragmentation drop's score; a share on the device that scores best (first)."""
-    before = frag.amount(access, cpu_free, lefts)
-    after_cpu = cpu_free - cpu
-    if gpus == 1 and milli < FULL:
-        best, dev = -1, -1
-        for i, v in enumerate(lefts):
-            if v >= milli:
-                s = frag.score(before, frag.amount(access, after_cpu, lefts[:i] + (v - milli,) + lefts[i + 1:]))
-                if s > best:
-                    best, dev = s, i
-        return best, dev
-    if gpus:
-        after = list(lefts)
-        need = gpus
-        for i in sorted(range(len(lefts)), key=lefts.__getitem__):  # least free first that fits, as the artifact subtracts
-            if need and milli <= after[i]:
-                after[i] -= milli
-                need -= 1
-        lefts = tuple(after)
-    return frag.score(before, frag.amount(access, after_cpu, lefts)), -1

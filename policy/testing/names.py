@@ -21,6 +21,7 @@ REASON_CODES = frozenset({
     "FractionOutOfRange", "FractionMemoryBelowFloor", "FractionMemoryUnknown", "FractionSharersExceeded",
     "FractionModelNotAllowed", "PerGpuNotEvaluated",
     "GangMinMembersMissing", "PlacementNotEvaluated", "GangUnplaceable", "GangNotYetPlaceable", "GangModelNotAllowed",
+    "PlacementSteered", "SteerWouldPrefer",  # steer blocks (docs/placement.md)
     "AgentNotAllowed", "AgentDenied", "UnknownIdentity",
     "RuleDenied", "RuleWouldSet",
     "BudgetSpent", "BudgetThreshold", "BudgetMovedToTier", "BudgetDurationUnreadable",

@@ -20,7 +20,7 @@ DEFAULT_POLICY = DATA / "policy"
 DEFAULT_CLUSTER = DATA / "cluster.yaml"
 DEFAULT_TRACE = DATA / "trace.jsonl"
 ARTIFACT_MODELS = ("random", "best-fit", "packing", "dot-product", "clustering", "fgd")  # policy.simulate.scores.ARTIFACT
-SCHEDULERS = ("spread", "binpack", "least-free-gpu", *ARTIFACT_MODELS)  # policy.simulate.scheduler.SCHEDULERS first
+SCHEDULERS = ("spread", "binpack", "least-free-gpu", "default", *ARTIFACT_MODELS, "default+steer")  # policy.simulate.scheduler.SCHEDULERS first
 
 
 def add_arguments(parser) -> None:
@@ -30,7 +30,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--trace", metavar="FILE", help="arrivals and departures: Allot trace (JSONL/YAML), a decision log (serve --log-requests) or an openb pod list CSV (default: the embedded example)")
     parser.add_argument("--scheduler", choices=SCHEDULERS, default="spread", metavar="S",
                         help="how admitted pods are bound: spread (default, kube-scheduler's LeastAllocated), binpack, least-free-gpu, "
-                             "or the FGD paper simulator's random, best-fit, packing, dot-product, clustering, fgd")
+                             "default (kube-scheduler's default profile, preferred node affinity scored), "
+                             "the FGD paper simulator's random, best-fit, packing, dot-product, clustering, fgd, "
+                             "or default+steer: default with and without Allot's fragmentation steering, side by side")
     parser.add_argument("--retry", type=float, metavar="N", help="resubmit denied and unplaceable pods every N seconds (default: drop them)")
     parser.add_argument("--deadline", type=float, metavar="S", help="give a resubmitted pod up S seconds after it first arrived (default 3600; needs --retry)")
     parser.add_argument("--saturate", metavar="X", help="draw pods in seeded shuffled order, none departing, until arrived GPU demand reaches X times the cluster's GPUs")
@@ -173,6 +175,40 @@ def simulate_once(policy_set, label: str, args, trace, progress, seed: int | Non
     return report, result
 
 
+def _steer_run(args, trace, policy_set, show: bool) -> int:
+    """`--scheduler default+steer`: the default scheduler model with the policy's steer blocks (or the built-in one) and without."""
+    from policy.simulate.default import with_steering
+    from policy.simulate.report import differences, render_against, render_seeds, seeds_report
+
+    args.scheduler = "default"
+    plain, steered = with_steering(policy_set)
+    label = ",".join(args._names.get(p, p) for p in args.policy) if args.policy else "none (every pod admitted)"
+    labels = (label + " (steer blocks left out)" if policy_set.steers else label,
+              label + (" + its steer blocks" if policy_set.steers else " + steer allot-steering { by fragmentation } (built in)"))
+    if args.seeds is not None:
+        docs = []
+        for name, ps, lab in (("default", plain, labels[0]), ("default+steer", steered, labels[1])):
+            reports = [simulate_once(ps, lab, args, trace, Progress(f"{name} seed {s}") if show else None, seed=s)[0]
+                       for s in parse_seeds(args.seeds)]
+            doc = seeds_report(reports)
+            doc["inputs"]["scheduler"] = name
+            docs.append(doc)
+        gain = {x: round(docs[1]["mean_allocated_at_arrived"][x] - docs[0]["mean_allocated_at_arrived"].get(x, 0.0), 2)
+                for x in docs[1]["mean_allocated_at_arrived"]}
+        if args.json:
+            print(json.dumps({"default": docs[0], "default+steer": docs[1], "steering_gain": gain}, indent=1, sort_keys=True))
+        else:
+            print(render_seeds(docs[0]) + "\n\n" + render_seeds(docs[1]))
+            print("steering gain (points)" + "".join(f"{v:>+7.2f}" for v in gain.values()))
+        return 0
+    a, res_a = simulate_once(plain, labels[0], args, trace, Progress("default") if show else None)
+    b, res_b = simulate_once(steered, labels[1], args, trace, Progress("steered") if show else None)
+    b["inputs"]["scheduler"] = "default+steer"
+    diff = differences(res_a, res_b)
+    print(json.dumps({"a": a, "b": b, "differences": diff}, indent=1, sort_keys=True) if args.json else render_against(a, b, diff))
+    return 0
+
+
 def parse_seeds(text: str) -> list[int]:
     """`42-51` or `1,5,9` -> the seeds; ValueError for anything else."""
     seeds: list[int] = []
@@ -232,10 +268,15 @@ def run(args) -> int:
         extra = [flag for flag, on in (("--against", args.against), ("--plot", args.plot), ("--html", args.html)) if on]
         if extra:
             raise UsageError(f"--seeds prints the curves of its runs; {', '.join(extra)} take one run (give --seed N)")
+    steering = args.scheduler == "default+steer"
+    if steering and args.against:
+        raise UsageError("--scheduler default+steer compares the policy set with and without steering; --against takes a second policy set")
     trace = load_trace(args.trace, args._names)
     policy_set = _compile(args.policy)
     if policy_set is None:
         return 1
+    if steering:
+        return _steer_run(args, trace, policy_set, args.progress or sys.stderr.isatty())
     other = None
     if args.against:
         other = _compile(args.against)

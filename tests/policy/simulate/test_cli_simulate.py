@@ -98,7 +98,7 @@ def test_usage_errors_exit_2_with_one_line(args, want):
 def test_bad_scheduler_prints_the_usage_pointer():
     p = allot("simulate", "--scheduler", "best_fit")
     assert p.returncode == 2 and "(see allot simulate --help)" in p.stderr
-    assert "'least-free-gpu', 'random', 'best-fit', 'packing', 'dot-product', 'clustering', 'fgd'" in p.stderr
+    assert "'least-free-gpu', 'default', 'random', 'best-fit', 'packing', 'dot-product', 'clustering', 'fgd', 'default+steer'" in p.stderr
 
 
 def test_cli_lists_every_model_of_the_library():
@@ -106,7 +106,7 @@ def test_cli_lists_every_model_of_the_library():
     from policy.simulate.scores import ARTIFACT
     from webhook.cli.simulate import ARTIFACT_MODELS, SCHEDULERS
 
-    assert SCHEDULERS == OURS + ARTIFACT and ARTIFACT_MODELS == ARTIFACT
+    assert SCHEDULERS == OURS + ARTIFACT + ("default+steer",) and ARTIFACT_MODELS == ARTIFACT
 
 
 def test_seeds_report_the_mean_curve_of_the_artifact_method(openb):

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from policy.simulate import scores
-from policy.simulate.fragment import Fragmentation, Mix, Shape, score_cuts, typical_mix
+from policy.placement.fragment import Fragmentation, Mix, Shape, score_cuts, typical_mix
 
 EMPTY8 = (1000,) * 8
 

@@ -1,5 +1,8 @@
 """GPU fragmentation against a typical task mix, as the FGD paper defines it (Weng et al., USENIX ATC '23).
 
+One piece of code for both users: `allot simulate`'s `fgd` model (policy/simulate/scored.py)
+and the webhook's fragmentation steering (policy/placement/steer.py).
+
 The typical mix is the commonest pod shapes of a workload — `(cpu, milli per GPU,
 GPUs, where it may run)` — taken in decreasing count until they cover 95 % of its pods,
 each weighted by its count. A node's fragmentation is the mix-weighted GPU milli a
@@ -123,3 +126,35 @@ def score_cuts(total: int) -> list[int]:
         t = Fraction(Decimal(1000) * (Decimal(k) / Decimal(100 - k)).ln()) * total
         cuts.append(-((-t.numerator) // t.denominator))  # ceil: an integer Δ·total reaches t iff it reaches ceil(t)
     return cuts
+
+
+def fgd(frag: Fragmentation, access: int, cpu_free: int, lefts: tuple[int, ...], cpu: int, milli: int, gpus: int) -> tuple[int, int]:
+    """(score, device for a share or -1): the fragmentation drop's score; a share on the device that scores best (first)."""
+    score, _before, _after, dev = placed(frag, access, cpu_free, lefts, cpu, milli, gpus)
+    return score, dev
+
+
+def placed(frag: Fragmentation, access: int, cpu_free: int, lefts: tuple[int, ...], cpu: int, milli: int,
+           gpus: int) -> tuple[int, int, int, int]:
+    """(score, fragmentation before, after, device for a share or -1) of placing the pod on a node in this state."""
+    before = frag.amount(access, cpu_free, lefts)
+    after_cpu = cpu_free - cpu
+    if gpus == 1 and milli < FULL:
+        best, low, dev = -1, before, -1
+        for i, v in enumerate(lefts):
+            if v >= milli:
+                amount = frag.amount(access, after_cpu, lefts[:i] + (v - milli,) + lefts[i + 1:])
+                s = frag.score(before, amount)
+                if s > best:
+                    best, low, dev = s, amount, i
+        return best, before, low, dev
+    if gpus:
+        after = list(lefts)
+        need = gpus
+        for i in sorted(range(len(lefts)), key=lefts.__getitem__):  # least free first that fits, as the artifact subtracts
+            if need and milli <= after[i]:
+                after[i] -= milli
+                need -= 1
+        lefts = tuple(after)
+    amount = frag.amount(access, after_cpu, lefts)
+    return frag.score(before, amount), before, amount, -1

@@ -1,0 +1,85 @@
+"""Fragmentation steering: the live mix, node ranking, and the webhook's preferred-affinity patch."""
+
+import lang
+from policy.cluster.snapshot import ClusterSnapshot
+from policy.engine import Engine
+from policy.placement import PlacementIndex
+from policy.placement.affinity import preferred_patch
+from policy.placement.devices import Demand
+from policy.placement.steer import Steering
+from policy.testing.patch import apply_patch
+
+
+def node(name, gpus):
+    alloc = {"cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
+            "status": {"allocatable": alloc, "capacity": dict(alloc), "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name, where, gpus, cores=None, **spec):
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    if cores:
+        limits["nvidia.com/gpucores"] = str(cores)
+    p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "a", "uid": name},
+         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": limits}}], **spec}}
+    if where:
+        p["spec"]["nodeName"] = where
+        p["status"] = {"phase": "Running"}
+    return p
+
+
+def cluster():
+    return ClusterSnapshot.from_objects([node("n1", 8), node("n2", 8), node("n3", 8), pod("p1", "n1", 1, 50),
+                                         pod("p2", "n2", 4), pod("p3", "n3", 1, 50), pod("p4", "n3", 1)])
+
+
+def review(obj):
+    return {"uid": "1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE", "namespace": "a", "name": obj["metadata"]["name"], "userInfo": {"username": "u"}, "object": obj}
+
+
+def test_a_half_share_goes_where_a_half_device_is_free():
+    got = Steering(PlacementIndex.from_snapshot(cluster())).steer(Demand(milli=500, cpu=1000))
+    assert got.pods == 4 and got.feasible == 3
+    assert {c.node for c in got.choices[:2]} == {"n1", "n3"}  # each has a device half used: the share fills it
+    assert [c.weight for c in got.choices] == [100, 50, 25]
+    first = got.choices[0]
+    assert (first.before, first.after) == (250, 0) and got.choices[2].node == "n2" and got.choices[0].score > got.choices[2].score
+
+
+def test_preferred_patch_merges_with_the_pods_own_terms():
+    own = {"weight": 7, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+    p = pod("x", None, 1, affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own]}})
+    out = apply_patch(p, preferred_patch(p, [("n1", 100), ("n2", 50)]))
+    terms = out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0] == own and [t["weight"] for t in terms] == [7, 100, 50]
+    assert terms[1]["preference"] == {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in out["spec"]["affinity"]["nodeAffinity"]
+
+
+def _decide(policy, obj):
+    ps, diags = lang.compile_policies([("s.policy", policy)])
+    assert diags == []
+    return Engine(ps).decide(review(obj), cluster(), 0.0, mutate=True)
+
+
+def test_the_webhook_steers_a_share_and_explains_it():
+    d = _decide("steer small { by fragmentation\n nodes 2 }\n", pod("x", None, 1, 50))
+    assert d.allowed
+    (r,) = d.reasons
+    assert (r.code, r.mode) == ("PlacementSteered", "audit") and r.data["nodes"][0] in ("n1", "n3") and len(r.data["nodes"]) == 2
+    assert "FGD score" in r.message and "fragmentation 250 -> 0 milli-GPU" in r.message
+    out = apply_patch(pod("x", None, 1, 50), d.patch)
+    terms = out["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["weight"] for t in terms] == [100, 50]
+
+
+def test_audit_mode_patches_nothing_and_gangs_and_big_pods_are_left_alone():
+    d = _decide("steer s {\n by fragmentation\n mode audit\n}\n", pod("x", None, 1, 50))
+    assert d.patch == () and [r.code for r in d.reasons] == ["SteerWouldPrefer"]
+    big = _decide("steer s { by fragmentation }\n", pod("y", None, 8))
+    assert big.patch == () and big.reasons == ()
+    gang = pod("g", None, 1)
+    gang["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "pg"}
+    g = _decide("steer s { by fragmentation }\n", gang)
+    assert g.patch == () and [r.code for r in g.reasons] == ["MissingGroup"]  # a gang member: never steered
