@@ -47,5 +47,9 @@ def test_kubectl_scale_and_delete_release_a_deployments_hold_at_once(allot, kube
     assert fits("probe", 2) and not fits("probe", 3)  # 2 held (hold-b): released at once, not after 120 s
     scales = [d for d in allot.decisions() if d.get("name") == "hold-a" and d.get("operation") == "UPDATE"]
     assert scales and all(d["result"] == "allowed" and "WorkloadNotInClusterState" not in d.get("codes", []) for d in scales), scales
-    deletes = [d for d in allot.decisions() if d.get("name") == "hold-a" and d.get("operation") == "DELETE"]
-    assert deletes and deletes[-1]["result"] == "allowed", deletes
+
+    def deletes() -> list[dict]:
+        return [d for d in allot.decisions() if d.get("name") == "hold-a" and d.get("operation") == "DELETE"]
+
+    wait_for("the DELETE's decision line (the log is flushed every 0.25 s)", deletes, timeout=5, every=0.1)
+    assert deletes()[-1]["result"] == "allowed", deletes()
