@@ -45,6 +45,7 @@ def make_check(steers: Sequence[tuple[ir.Steer, Callable | None, str]]) -> Calla
         ctx.blocks.append(block)
         planner = ctx.state.planner() if ctx.state is not None else None
         if planner is None:
+            ctx.note(block, loc, "no cluster state to score nodes on: not steered")
             return
         if owned_domain(planner, w, ctx.now) is not None:
             ctx.note(block, loc, "the pod's workload holds a gang domain: it goes there, not steered")

@@ -83,3 +83,11 @@ def test_audit_mode_patches_nothing_and_gangs_and_big_pods_are_left_alone():
     gang["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "pg"}
     g = _decide("steer s { by fragmentation }\n", gang)
     assert g.patch == () and [r.code for r in g.reasons] == ["MissingGroup"]  # a gang member: never steered
+
+
+def test_without_cluster_state_nothing_is_steered_and_the_explanation_says_so():
+    ps, diags = lang.compile_policies([("s.policy", "steer small { by fragmentation }\n")])
+    assert diags == []
+    d, trace, _w = Engine(ps).explain(review(pod("x", None, 1, 50)), None, 0.0, mutate=True)
+    assert d.allowed and d.patch == ()
+    assert any(text == "no cluster state to score nodes on: not steered" for _b, _loc, text in trace), trace
