@@ -112,10 +112,18 @@ def validating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
     return out
 
 
+def _steer_contributor(s: ir.Steer) -> _Contributor:
+    # Steering moves GPU-less pods too (one on a GPU node strands its devices): every pod its `for`
+    # matches. It never denies, so a webhook that cannot be reached must not stop pods (Ignore).
+    return _Contributor(gpu_only=False, scope=scope_of(s.selector), enforce=False, conditions=(s.selector,),
+                        kinds=kind_pin(s.selector, None))
+
+
 def mutating_pod_contributors(ps: ir.PolicySet) -> list[_Contributor]:
-    """Blocks that can patch a pod: `set` rules, the default priority, gang placement affinity."""
+    """Blocks that can patch a pod: `set` rules, the default priority, gang placement affinity, steering."""
     out = [_rule_contributor(r) for r in ps.rules if any(isinstance(a, (ir.SetField, ir.SetLimit)) for a in r.actions)]
     out += [_block_contributor(g) for g in ps.gangs if g.topology]
+    out += [_steer_contributor(s) for s in ps.steers]
     if any(p.default for p in ps.priorities):
         out.append(_PRIORITY)
     return out
