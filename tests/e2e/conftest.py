@@ -1,7 +1,7 @@
 """Fixtures of the end-to-end suite: a real kube-apiserver, real nodes, a local `allot serve`, compiled configs installed.
 
 Opt-in: `pyproject.toml` deselects the `e2e` marker by default; run
-`KUBEAPI_DIR=… python3 -m pytest -m e2e tests/e2e` (docs/testing.md). Without a kit
+`KUBEAPI_DIR=… python3 -m pytest -m e2e tests/e2e` (docs/e2e.md). Without a kit
 every test here skips with "skipped: no kube-apiserver kit".
 """
 
