@@ -154,9 +154,16 @@ class Extender:
         self.server.server_close()
 
 
+def score_percent() -> int | None:
+    """`ALLOT_STEER_SCORE_PERCENT`: kube-scheduler's percentageOfNodesToScore (default 100; 0 or "adaptive": its own default)."""
+    text = os.environ.get("ALLOT_STEER_SCORE_PERCENT", "100").strip()
+    return None if text in ("0", "adaptive") else int(text)
+
+
 def scheduler_config(kit_dir: pathlib.Path, extender_port: int, path: pathlib.Path) -> pathlib.Path:
     """A KubeSchedulerConfiguration: one profile `allot-steer` scoring every node, the device extender managing GPUs."""
     kubeconfig = kit_dir / "pki" / "kube-scheduler.kubeconfig"
+    percent = score_percent()
     managed = "\n".join(f"  - name: {r}\n    ignoredByScheduler: true" for r in (GPU, CORES))
     path.write_text(f"""apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -164,7 +171,7 @@ clientConnection:
   kubeconfig: {kubeconfig}
 leaderElection:
   leaderElect: false
-percentageOfNodesToScore: 100
+{"" if percent is None else f"percentageOfNodesToScore: {percent}"}
 profiles:
 - schedulerName: {SCHEDULER}
 extenders:

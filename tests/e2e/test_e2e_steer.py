@@ -244,7 +244,9 @@ def test_steering_raises_gpu_allocation_on_the_real_scheduler_as_simulate_predic
     predicted = dict(zip(("default", "steered"), predict(csv, seed)))
     curves = {k: allocation_at(steering.steps_of(r["rows"]), total, 130) for k, r in runs.items()}
     marks = list(range(10, 131, 10))
-    RESULTS.append(f"seed {seed}: {NODES} nodes, {total // 1000} GPUs, {len(events)} pods")
+    pct = steering.score_percent()
+    RESULTS.append(f"seed {seed}: {NODES} nodes, {total // 1000} GPUs, {len(events)} pods, "
+                   f"percentageOfNodesToScore {'adaptive' if pct is None else pct}")
     for k in ("default", "steered"):
         RESULTS.append(f"  kube-scheduler {k:8} " + " ".join(f"{curves[k].get(x, 0):6.2f}" for x in marks))
         RESULTS.append(f"  simulate       {k:8} " + " ".join(f"{predicted[k].get(x, 0):6.2f}" for x in marks))
