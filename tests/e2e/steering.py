@@ -83,6 +83,13 @@ class Devices:
         free = [i for i, used in enumerate(devs) if used == 0]
         return [(i, FULL) for i in free[:whole]] if len(free) >= whole else None
 
+    def release(self, uid: str) -> None:
+        """A pod deleted: its devices are free again (as a device plugin frees them when the pod ends)."""
+        with self.lock:
+            node, got = self.held.pop(uid, (None, ()))
+            for i, m in got:
+                self.used[node][i] -= m
+
     def filter(self, args: dict) -> dict:
         """ExtenderFilterResult: the candidate nodes whose devices take the pod."""
         pod = args.get("Pod") or args.get("pod") or {}
