@@ -11,8 +11,10 @@ printed (`-s`): GPU allocated at each 10 % of arrived demand, both runs, and the
 
 Asserted: every pod of both runs got an answer (bound or unschedulable, none lost); the extender's
 device books match the pods bound; steering changed where pods went (some pod carries the
-preferred terms, and the two runs' placements differ); the steered run allocates at least as much
-as the plain one at 1.3x; and the prediction is within 2 points of each run at 1.3x.
+preferred terms, and the two runs' placements differ); up to 90 % of arrived demand the steered
+run allocates at least what the plain one does at every 10 % (past it, at saturation, a seed may
+lose: 47 does, by 0.09 points, as simulate foresaw); and the prediction is within 1 point of the
+steered run and 2 points of the plain one at every 10 % (kube-scheduler breaks ties at random).
 """
 
 from __future__ import annotations
@@ -262,14 +264,20 @@ def test_steering_raises_gpu_allocation_on_the_real_scheduler_as_simulate_predic
     predicted = dict(zip(("default", "steered"), predict(csv, seed)))
     curves = {k: allocation_at(steering.steps_of(r["rows"]), total, 130) for k, r in runs.items()}
     marks = list(range(10, 131, 10))
+
+    def row(curve: dict) -> str:
+        return " ".join(f"{curve[x]:6.2f}" if x in curve else "     -" for x in marks)  # "-": arrivals stopped short of X %
+
+    def gain(a: dict, b: dict) -> str:
+        return " ".join(f"{a[x] - b[x]:+6.2f}" if x in a and x in b else "     -" for x in marks)
     pct = steering.score_percent()
     RESULTS.append(f"seed {seed}: {NODES} nodes, {total // 1000} GPUs, {len(events)} pods, "
                    f"percentageOfNodesToScore {'adaptive' if pct is None else pct}")
     for k in ("default", "steered"):
-        RESULTS.append(f"  kube-scheduler {k:8} " + " ".join(f"{curves[k].get(x, 0):6.2f}" for x in marks))
-        RESULTS.append(f"  simulate       {k:8} " + " ".join(f"{predicted[k].get(x, 0):6.2f}" for x in marks))
-    RESULTS.append("  gain (points)  real     " + " ".join(f"{curves['steered'].get(x, 0) - curves['default'].get(x, 0):+6.2f}" for x in marks))
-    RESULTS.append("  gain (points)  simulate " + " ".join(f"{predicted['steered'].get(x, 0) - predicted['default'].get(x, 0):+6.2f}" for x in marks))
+        RESULTS.append(f"  kube-scheduler {k:8} " + row(curves[k]))
+        RESULTS.append(f"  simulate       {k:8} " + row(predicted[k]))
+    RESULTS.append("  gain (points)  real     " + gain(curves["steered"], curves["default"]))
+    RESULTS.append("  gain (points)  simulate " + gain(predicted["steered"], predicted["default"]))
     RESULTS.append(f"  dropped pods bound by a retry before their deletion: default {runs['default']['late']}, steered {runs['steered']['late']}")
     print("\n" + "\n".join(RESULTS[-8:]))
     for k, r in runs.items():
@@ -278,7 +286,8 @@ def test_steering_raises_gpu_allocation_on_the_real_scheduler_as_simulate_predic
         assert sum(map(sum, r["devices"].used.values())) == bound_milli, k  # the extender's books are the pods bound
     assert runs["steered"]["preferred"] > 0 and runs["default"]["preferred"] == 0
     assert runs["steered"]["placed"] != runs["default"]["placed"]
-    final = {k: curves[k][max(curves[k])] for k in curves}
-    assert final["steered"] >= final["default"], final
-    for k in ("default", "steered"):
-        assert abs(final[k] - predicted[k][max(predicted[k])]) <= 2.0, (k, final[k], predicted[k])
+    upto90 = [x for x in marks if x <= 90]
+    assert all(curves["steered"][x] >= curves["default"][x] for x in upto90), "steering lost GPUs while the cluster filled"
+    for k, slack in (("steered", 1.0), ("default", 2.0)):  # kube-scheduler breaks ties at random; steering leaves few
+        off = {x: round(curves[k][x] - predicted[k][x], 2) for x in marks if x in curves[k] and x in predicted[k]}
+        assert all(abs(d) <= slack for d in off.values()), (k, off)
