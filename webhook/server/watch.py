@@ -328,14 +328,20 @@ class ClusterWatcher:
             self.stopped.set()
 
 
-def api_client_from(kubeconfig: str | None):
-    """A kubernetes ApiClient from a kubeconfig file, or in-cluster config when None."""
+# Connections `allot serve` keeps to the API server: one per watch thread, and a few for the ledger,
+# the meter and reclaim. urllib3's default (5 per core) is smaller than the watches alone, so
+# connections coming back to a full pool were discarded: a new handshake, and a warning, each time.
+POOL = len(RESOURCES) + 8
+
+
+def api_client_from(kubeconfig: str | None, pool: int = POOL):
+    """A kubernetes ApiClient from a kubeconfig file, or in-cluster config when None, keeping up to `pool` connections."""
     from kubernetes import client, config
 
+    cfg = client.Configuration()
     if kubeconfig:
-        cfg = client.Configuration()
         config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     else:
-        cfg = client.Configuration()
         config.load_incluster_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, pool)
     return client.ApiClient(cfg)
