@@ -57,6 +57,16 @@ def api_ready(d: pathlib.Path) -> bool:
         return False
 
 
+def scheduler_runs() -> bool:
+    """The kit was started with WITH_SCHED=1 and its scheduler (with the kubelet stand-in) lives."""
+    pid = kit_dir() / "run" / "kube-scheduler.pid"
+    try:
+        os.kill(int(pid.read_text()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def start_kit(d: pathlib.Path) -> None:
     """`FRESH=1 start.sh`: etcd, API server and controller manager on loopback (~10 s).
 

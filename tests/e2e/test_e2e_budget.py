@@ -38,6 +38,8 @@ def used_hours(server, budget: str) -> float:
 @pytest.fixture
 def meters(kube, cluster, tmp_path):
     """The policy, a ledger namespace and three replicas (stopped after)."""
+    if not kit.scheduler_runs():
+        pytest.skip("the kit runs no kube-scheduler (start it with WITH_SCHED=1)")
     from webhook.server.serving import self_signed
 
     run = cluster["run"]

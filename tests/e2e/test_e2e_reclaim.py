@@ -61,20 +61,10 @@ quota crit {{
 NAMESPACES = ("lend-a", "lend-b", "gang-a", "gang-b", "pdb-a", "pdb-b", "kill-a", "kill-b", "crit")
 
 
-def scheduler_runs() -> bool:
-    """The kit was started with WITH_SCHED=1 and its scheduler lives."""
-    pid = kit.kit_dir() / "run" / "kube-scheduler.pid"
-    try:
-        os.kill(int(pid.read_text()), 0)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def world(kube, run_id, tmp_path_factory):
     """Namespaces, the reclaim namespace, compiled webhooks pointing at replica A; replicas [A, B] (B started first: it leads)."""
-    if not scheduler_runs():
+    if not kit.scheduler_runs():
         pytest.skip("the kit runs no kube-scheduler (start it with WITH_SCHED=1)")
     work = tmp_path_factory.mktemp("reclaim-e2e")
     pdir = work / "policies"
