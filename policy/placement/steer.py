@@ -69,6 +69,12 @@ class Steering:
         self._pods = 0
         self._memo: dict[tuple, tuple[int, int, int]] = {}  # (cpu free, free milli per device, pod shape) -> placed(); per mix
 
+    def clear(self) -> None:
+        """Forget the memos (node scores, fragmentation amounts): the next decision scores every node afresh (`allot bench steer`'s baseline)."""
+        self._memo.clear()
+        if self._frag is not None:
+            self._frag.forget()
+
     def mix(self) -> tuple[Fragmentation | None, int]:
         """(fragmentation over the live mix, running pods it was read from); None while no pod runs."""
         version = self.index.version
