@@ -7,9 +7,11 @@ and recounting every running pod per decision would cost O(pods). Each node that
 pod now (GPUs per device, cpu, memory, pod slots, its node selection and model) is scored
 as FGD scores it — the drop in that node's fragmentation the placement causes — and the
 best `top` are returned, best first. Equal scores are common (the score is a sigmoid cut
-into 100 steps): they go in the order of a hash of the node name, fixed but unrelated to the
+into 100 steps): a node with a GPU in use goes before an untouched one (+0.12 to +0.14 points
+on openb at 1.3x), then the order of a hash of the node name, fixed but unrelated to the
 names, as the artifact breaks them at random — by name or by the finer drop, pods of a tie
-pile onto the same few nodes (openb at 1.3x, seed 42: 94.0 % allocated against 95.2 %). Pure: no I/O, no clock.
+pile onto the same few nodes (openb at 1.3x, seed 42: 94.0 % allocated against 95.2 %); in a
+fresh random order per decision they scatter (91.9 %). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -124,9 +126,10 @@ class Steering:
             if h is None:
                 h = tie[name] = crc32(name.encode())
             score, before, after = got
-            ranked.append((-score, h, name, before, after, score))
+            # Among equal scores a node already in use before an untouched one (whole nodes stay whole for whole-node pods)
+            ranked.append((-score, not state.whole_used and not state.shared, h, name, before, after, score))
         best = heapq.nsmallest(top, ranked)  # the sort's first `top`, without sorting every node
         total = frag.mix.total
         choices = tuple(Choice(name, score, before // total, after // total, w)
-                        for (_s, _d, name, before, after, score), w in zip(best, weights(len(best))))
+                        for (_s, _u, _d, name, before, after, score), w in zip(best, weights(len(best))))
         return Steer(choices, len(ranked), len(frag.mix.shapes), pods)

@@ -101,3 +101,12 @@ def test_a_whole_node_pod_is_steered_too():
     d = _decide("steer s { by fragmentation }\n", pod("y", None, 8), snap)
     (r,) = d.reasons
     assert (r.code, r.data["nodes"], r.data["feasible"]) == ("PlacementSteered", ["n4"], 1)
+
+
+def test_equal_scores_go_to_a_node_in_use_before_an_untouched_one():
+    # One whole GPU fragments nothing anywhere (the mix is whole GPUs): all three tie. By the name hash alone the
+    # untouched c and e1 would come first; the node already in use goes first, so untouched nodes stay whole.
+    snap = ClusterSnapshot.from_objects([node("c", 8), node("e1", 8), node("used", 8), pod("r", "used", 1)])
+    got = Steering(PlacementIndex.from_snapshot(snap)).steer(Demand(whole=1, cpu=1000))
+    assert len({c.score for c in got.choices}) == 1
+    assert [c.node for c in got.choices] == ["used", "c", "e1"]
