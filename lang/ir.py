@@ -413,7 +413,7 @@ STEER_BY = ("fragmentation",)  # what a steer block may score nodes by
 
 @dataclass(frozen=True, slots=True)
 class Steer:
-    """`steer NAME { for; by fragmentation; nodes N; mode }`: preferred node affinity for small GPU pods towards the nodes they fragment least."""
+    """`steer NAME { for; by fragmentation; nodes N; mode }`: preferred node affinity for GPU pods (not gang members) towards the nodes they fragment least."""
 
     name: str
     selector: Expr | None

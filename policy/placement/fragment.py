@@ -91,6 +91,10 @@ class Fragmentation:
             self._gpu_shapes.append(tuple(sorted(rows)))
         return got
 
+    def forget(self) -> None:
+        """Drop the memoised amounts (they are recomputed on demand)."""
+        self._memo.clear()
+
     def amount(self, access: int, cpu_free: int, lefts: tuple[int, ...]) -> int:
         """Σ count × fragmented milli of a node with `cpu_free` millicores and free milli `lefts` per device."""
         reach = bisect_right(self._cpu_steps, cpu_free)

@@ -7,13 +7,16 @@ and recounting every running pod per decision would cost O(pods). Each node that
 pod now (GPUs per device, cpu, memory, pod slots, its node selection and model) is scored
 as FGD scores it — the drop in that node's fragmentation the placement causes — and the
 best `top` are returned, best first. Equal scores are common (the score is a sigmoid cut
-into 100 steps): they go in the order of a hash of the node name, fixed but unrelated to the
+into 100 steps): a node with a GPU in use goes before an untouched one (+0.12 to +0.14 points
+on openb at 1.3x), then the order of a hash of the node name, fixed but unrelated to the
 names, as the artifact breaks them at random — by name or by the finer drop, pods of a tie
-pile onto the same few nodes (openb at 1.3x, seed 42: 94.0 % allocated against 95.2 %). Pure: no I/O, no clock.
+pile onto the same few nodes (openb at 1.3x, seed 42: 94.0 % allocated against 95.2 %); in a
+fresh random order per decision they scatter (91.9 %). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from zlib import crc32
 
@@ -67,7 +70,14 @@ class Steering:
         self._access = 0
         self._read_at = -1
         self._pods = 0
-        self._memo: dict[tuple, tuple[int, int, int]] = {}  # (cpu free, free milli per device, pod shape) -> placed(); per mix
+        self._memo: dict[Shape, dict[tuple, tuple[int, int, int]]] = {}  # pod shape -> (cpu free, free milli per device) -> placed(); per mix
+        self._tie: dict[str, int] = {}  # node name -> its place in the tie order
+
+    def clear(self) -> None:
+        """Forget the memos (node scores, fragmentation amounts): the next decision scores every node afresh (`allot bench steer`'s baseline)."""
+        self._memo.clear()
+        if self._frag is not None:
+            self._frag.forget()
 
     def mix(self) -> tuple[Fragmentation | None, int]:
         """(fragmentation over the live mix, running pods it was read from); None while no pod runs."""
@@ -92,6 +102,12 @@ class Steering:
         else:
             access = self._access
         memo = self._memo if frag is self._frag else {}
+        mine = memo.get(own)  # per pod shape, so the inner key is plain ints (a Shape hashes field by field)
+        if mine is None:
+            if len(memo) > 64:
+                memo.clear()  # a bound, not an LRU
+            mine = memo[own] = {}
+        tie = self._tie
         ranked = []
         for name, state in self.index.nodes.items():
             spec = state.spec
@@ -100,17 +116,20 @@ class Steering:
             if (state.capacity(demand) if own.gpus else state.limit(1, demand)) < 1:
                 continue
             lefts = (FULL,) * state.free_whole() + tuple(max(0, FULL - t) for t, _s, _m in (state.shared or {}).values())
-            key = (spec.cpu - state.cpu_used, tuple(sorted(lefts)), own)
-            got = memo.get(key)
+            key = (spec.cpu - state.cpu_used, tuple(sorted(lefts)))
+            got = mine.get(key)
             if got is None:
-                got = memo[key] = placed(frag, access, key[0], lefts, own.cpu, own.milli, own.gpus)[:3]
-                if len(memo) > 1 << 16:
-                    memo.clear()  # a bound, not an LRU
+                got = mine[key] = placed(frag, access, key[0], lefts, own.cpu, own.milli, own.gpus)[:3]
+                if len(mine) > 1 << 16:
+                    mine.clear()
+            h = tie.get(name)
+            if h is None:
+                h = tie[name] = crc32(name.encode())
             score, before, after = got
-            ranked.append((-score, crc32(name.encode()), name, before, after, score))
-        ranked.sort()
-        best = ranked[:top]
+            # Among equal scores a node already in use before an untouched one (whole nodes stay whole for whole-node pods)
+            ranked.append((-score, not state.whole_used and not state.shared, h, name, before, after, score))
+        best = heapq.nsmallest(top, ranked)  # the sort's first `top`, without sorting every node
         total = frag.mix.total
         choices = tuple(Choice(name, score, before // total, after // total, w)
-                        for (_s, _d, name, before, after, score), w in zip(best, weights(len(best))))
+                        for (_s, _u, _d, name, before, after, score), w in zip(best, weights(len(best))))
         return Steer(choices, len(ranked), len(frag.mix.shapes), pods)

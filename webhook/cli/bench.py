@@ -1,4 +1,4 @@
-"""`allot bench check|eval|place|serve|simulate|fidelity|ledger|lint|budget`: benchmark commands that print figures and baseline ratios.
+"""`allot bench check|eval|place|serve|simulate|fidelity|ledger|lint|budget|steer`: benchmark commands that print figures and baseline ratios.
 
 Each benchmark lives in `webhook/bench/<name>.py` with `add_arguments` and `run`.
 """
@@ -18,6 +18,7 @@ BENCHES = {
     "reclaim": "reclaim plan computation on 1,000 nodes running 10,000 pods (budget p99 <= 5 ms)",
     "lint": "allot lint over a generated repository of 5,000 manifests, beside allot check on the same policy set",
     "budget": "budget metering cost per pod event at 100,000 live pods and 1,000 budgets",
+    "steer": "one fragmentation-steering decision on openb's 1,213 GPU nodes and larger synthetic clusters, beside unmemoised scoring",
 }
 
 

@@ -57,10 +57,10 @@ def test_preferred_patch_merges_with_the_pods_own_terms():
     assert "requiredDuringSchedulingIgnoredDuringExecution" not in out["spec"]["affinity"]["nodeAffinity"]
 
 
-def _decide(policy, obj):
+def _decide(policy, obj, snapshot=None):
     ps, diags = lang.compile_policies([("s.policy", policy)])
     assert diags == []
-    return Engine(ps).decide(review(obj), cluster(), 0.0, mutate=True)
+    return Engine(ps).decide(review(obj), snapshot or cluster(), 0.0, mutate=True)
 
 
 def test_the_webhook_steers_a_share_and_explains_it():
@@ -74,11 +74,11 @@ def test_the_webhook_steers_a_share_and_explains_it():
     assert [t["weight"] for t in terms] == [100, 50]
 
 
-def test_audit_mode_patches_nothing_and_gangs_and_big_pods_are_left_alone():
+def test_audit_mode_patches_nothing_and_gangs_are_left_alone():
     d = _decide("steer s {\n by fragmentation\n mode audit\n}\n", pod("x", None, 1, 50))
     assert d.patch == () and [r.code for r in d.reasons] == ["SteerWouldPrefer"]
     big = _decide("steer s { by fragmentation }\n", pod("y", None, 8))
-    assert big.patch == () and big.reasons == ()
+    assert big.patch == () and big.reasons == ()  # no node has 8 devices free: nothing to steer towards
     gang = pod("g", None, 1)
     gang["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "pg"}
     g = _decide("steer s { by fragmentation }\n", gang)
@@ -91,3 +91,22 @@ def test_without_cluster_state_nothing_is_steered_and_the_explanation_says_so():
     d, trace, _w = Engine(ps).explain(review(pod("x", None, 1, 50)), None, 0.0, mutate=True)
     assert d.allowed and d.patch == ()
     assert any(text == "no cluster state to score nodes on: not steered" for _b, _loc, text in trace), trace
+
+
+def test_a_whole_node_pod_is_steered_too():
+    # Eight GPUs: steered like a small pod (left to LeastAllocated, it takes the node with most cpu free, which a later
+    # cpu-heavy 8-GPU pod needs); only the empty node takes it.
+    snap = ClusterSnapshot.from_objects([node("n1", 8), node("n2", 8), node("n3", 8), node("n4", 8), pod("p1", "n1", 1, 50),
+                                         pod("p2", "n2", 4), pod("p3", "n3", 1, 50), pod("p4", "n3", 1)])
+    d = _decide("steer s { by fragmentation }\n", pod("y", None, 8), snap)
+    (r,) = d.reasons
+    assert (r.code, r.data["nodes"], r.data["feasible"]) == ("PlacementSteered", ["n4"], 1)
+
+
+def test_equal_scores_go_to_a_node_in_use_before_an_untouched_one():
+    # One whole GPU fragments nothing anywhere (the mix is whole GPUs): all three tie. By the name hash alone the
+    # untouched c and e1 would come first; the node already in use goes first, so untouched nodes stay whole.
+    snap = ClusterSnapshot.from_objects([node("c", 8), node("e1", 8), node("used", 8), pod("r", "used", 1)])
+    got = Steering(PlacementIndex.from_snapshot(snap)).steer(Demand(whole=1, cpu=1000))
+    assert len({c.score for c in got.choices}) == 1
+    assert [c.node for c in got.choices] == ["used", "c", "e1"]
