@@ -22,6 +22,7 @@ from policy.placement.affinity import preferred_patch
 from policy.placement.devices import Demand
 from policy.placement.query import demand_of
 from policy.placement.request import request_for
+from policy.placement.steer import NODE_LIMIT
 
 GUARD = "w.kind == 'Pod' and w.operation == 'CREATE' and w.gang is None and not w.template_paths"
 
@@ -47,6 +48,10 @@ def make_check(steers: Sequence[tuple[ir.Steer, Callable | None, str]]) -> Calla
         planner = ctx.state.planner() if ctx.state is not None else None
         if planner is None:
             ctx.note(block, loc, "no cluster state to score nodes on: not steered")
+            return
+        if len(planner.index.nodes) > NODE_LIMIT:
+            ctx.note(block, loc, f"the cluster has {len(planner.index.nodes):,} nodes; steering visits every node and is "
+                                 f"capped at {NODE_LIMIT:,} (docs/placement.md, known limits): not steered")
             return
         if owned_domain(planner, w, ctx.now) is not None:
             ctx.note(block, loc, "the pod's workload holds a gang domain: it goes there, not steered")

@@ -110,3 +110,19 @@ def test_equal_scores_go_to_a_node_in_use_before_an_untouched_one():
     got = Steering(PlacementIndex.from_snapshot(snap)).steer(Demand(whole=1, cpu=1000))
     assert len({c.score for c in got.choices}) == 1
     assert [c.node for c in got.choices] == ["used", "c", "e1"]
+
+
+def test_past_the_node_limit_nothing_is_steered_and_the_explanation_says_why(monkeypatch):
+    import policy.blocks.steer as block
+
+    ps, diags = lang.compile_policies([("s.policy", "steer small { by fragmentation }\n")])
+    assert diags == []
+    engine = Engine(ps)
+    monkeypatch.setattr(block, "NODE_LIMIT", 2)  # the three-node cluster stands for one past the limit
+    d, trace, _w = engine.explain(review(pod("x", None, 1, 50)), cluster(), 0.0, mutate=True)
+    assert d.allowed and d.patch == ()
+    assert any("the cluster has 3 nodes" in text and "capped at 2" in text and text.endswith("not steered")
+               for _b, _loc, text in trace), trace
+    monkeypatch.setattr(block, "NODE_LIMIT", 3)
+    d = engine.decide(review(pod("x", None, 1, 50)), cluster(), 0.0, mutate=True)
+    assert d.patch != ()  # at the limit it steers
